@@ -1,0 +1,282 @@
+/* ckptc.c — the command line: parses flags, calls the layers in order, prints results.
+ *
+ *   ckptc inspect MODEL.onnx [--dim NAME=N]... [--json]
+ *
+ * User errors (bad file, unsupported op, bad shape, bad flag) print one line per problem on
+ * stderr, prefixed "ckptc: error:", and exit with status 2. Broken invariants abort through
+ * CK_ASSERT. Nothing here knows about protobuf.
+ */
+#include "ck_frontend.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXIT_USER 2
+
+static const char *usage_main =
+    "usage: ckptc COMMAND [OPTIONS]\n"
+    "\n"
+    "ckptc compiles an ONNX model into a standalone training program whose activation memory is\n"
+    "cut by checkpointing and offload.\n"
+    "\n"
+    "commands:\n"
+    "  inspect MODEL.onnx   load a model, fold its shape subgraphs, infer every shape and print\n"
+    "                       opset, producer, inputs/outputs, parameters, op histogram and nodes\n"
+    "\n"
+    "options:\n"
+    "  -h, --help           show this help (or `ckptc COMMAND --help`)\n"
+    "  -V, --version        print the version\n";
+
+static const char *usage_inspect =
+    "usage: ckptc inspect MODEL.onnx [--dim NAME=N]... [--json]\n"
+    "\n"
+    "  --dim NAME=N   bind the symbolic input dimension NAME (an ONNX dim_param) to N\n"
+    "  --json         print a JSON document instead of text\n"
+    "  -h, --help     show this help\n";
+
+static int user_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int user_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ckptc: error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return EXIT_USER;
+}
+
+static void print_diag(const ck_diag *d, const char *path) {
+    for (int i = 0; i < d->n; i++) fprintf(stderr, "ckptc: error: %s: %s\n", path, d->msg[i]);
+}
+
+/* NAME=N with N a positive integer */
+static bool parse_dim(const char *arg, ck_dim_binding *b) {
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(eq + 1, &end, 10);
+    if (errno || end == eq + 1 || *end || v < 1 || v > (1ll << 40)) return false;
+    b->name = strndup(arg, (size_t)(eq - arg));
+    b->value = v;
+    return b->name != NULL;
+}
+
+/* ---------------------------------------------------------------- printing */
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void json_shape(FILE *f, const ck_value *v) {
+    fputc('[', f);
+    for (int i = 0; i < v->rank; i++) fprintf(f, i ? ",%lld" : "%lld", (long long)v->dims[i]);
+    fputc(']', f);
+}
+
+static void json_value(FILE *f, const ck_value *v) {
+    fprintf(f, "{\"name\":");
+    json_str(f, v->name);
+    fprintf(f, ",\"dtype\":\"%s\",\"shape\":", ck_dtype_name(v->dtype));
+    json_shape(f, v);
+    fprintf(f, "}");
+}
+
+typedef struct stats {
+    int64_t count[CK_ROLE_OPT_STATE + 1], elems[CK_ROLE_OPT_STATE + 1], bytes[CK_ROLE_OPT_STATE + 1];
+    int hist[CK_OP_COUNT];
+} stats;
+
+static void gather_stats(const ck_graph *g, stats *s) {
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < g->n_values; i++) {
+        const ck_value *v = g->values[i];
+        if (v->producer) continue;
+        s->count[v->role]++;
+        s->elems[v->role] += ck_value_numel(v);
+        s->bytes[v->role] += (int64_t)ck_value_bytes(v);
+    }
+    for (int i = 0; i < g->n_nodes; i++) s->hist[g->nodes[i]->op]++;
+}
+
+static void print_json(FILE *f, const ck_graph *g, const char *path) {
+    stats s;
+    gather_stats(g, &s);
+    fprintf(f, "{\n  \"model\": ");
+    json_str(f, path);
+    fprintf(f, ",\n  \"producer\": ");
+    json_str(f, g->producer_name);
+    fprintf(f, ",\n  \"producer_version\": ");
+    json_str(f, g->producer_version);
+    fprintf(f, ",\n  \"ir_version\": %lld,\n  \"opset\": %lld,\n", (long long)g->ir_version, (long long)g->opset);
+    fprintf(f, "  \"onnx_nodes\": %d,\n  \"nodes_after_folding\": %d,\n", g->onnx_nodes, g->n_nodes);
+    fprintf(f, "  \"inputs\": [");
+    for (int i = 0; i < g->n_inputs; i++) {
+        fprintf(f, i ? ", " : "");
+        json_value(f, g->inputs[i]);
+    }
+    fprintf(f, "],\n  \"outputs\": [");
+    for (int i = 0; i < g->n_outputs; i++) {
+        fprintf(f, i ? ", " : "");
+        json_value(f, g->outputs[i]);
+    }
+    fprintf(f, "],\n");
+    static const ck_role roles[] = {CK_ROLE_PARAM, CK_ROLE_BUFFER, CK_ROLE_CONST};
+    static const char *keys[] = {"parameters", "buffers", "constants"};
+    for (int r = 0; r < 3; r++)
+        fprintf(f, "  \"%s\": {\"tensors\": %lld, \"elements\": %lld, \"bytes\": %lld},\n", keys[r],
+                (long long)s.count[roles[r]], (long long)s.elems[roles[r]], (long long)s.bytes[roles[r]]);
+    fprintf(f, "  \"op_histogram\": {");
+    for (int op = 0, first = 1; op < CK_OP_COUNT; op++)
+        if (s.hist[op]) {
+            fprintf(f, "%s\"%s\": %d", first ? "" : ", ", ck_ops[op].onnx_name, s.hist[op]);
+            first = 0;
+        }
+    fprintf(f, "},\n  \"nodes\": [\n");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        fprintf(f, "    {\"name\": ");
+        json_str(f, n->name);
+        fprintf(f, ", \"op\": \"%s\", \"inputs\": [", ck_ops[n->op].onnx_name);
+        for (int k = 0; k < n->n_in; k++) {
+            fprintf(f, k ? ", " : "");
+            if (n->in[k]) json_str(f, n->in[k]->name);
+            else fprintf(f, "null");
+        }
+        fprintf(f, "], \"outputs\": [");
+        for (int k = 0; k < n->n_out; k++) {
+            fprintf(f, k ? ", " : "");
+            if (n->out[k]) json_value(f, n->out[k]);
+            else fprintf(f, "null");
+        }
+        fprintf(f, "]}%s\n", i + 1 < g->n_nodes ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+}
+
+static const char *human_bytes(int64_t b, char *buf, size_t n) {
+    if (b < 1024) snprintf(buf, n, "%lld B", (long long)b);
+    else if (b < 1024 * 1024) snprintf(buf, n, "%.1f KiB", b / 1024.0);
+    else if (b < 1024ll * 1024 * 1024) snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
+    else snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    return buf;
+}
+
+static void print_text(FILE *f, const ck_graph *g, const char *path) {
+    stats s;
+    gather_stats(g, &s);
+    char sh[CK_SHAPE_STR_MAX], hb[32];
+    fprintf(f, "model     %s\n", path);
+    fprintf(f, "producer  %s %s (ir_version %lld, opset %lld)\n", *g->producer_name ? g->producer_name : "(none)",
+            g->producer_version, (long long)g->ir_version, (long long)g->opset);
+    fprintf(f, "inputs\n");
+    for (int i = 0; i < g->n_inputs; i++)
+        fprintf(f, "  %-24s %-8s %s\n", g->inputs[i]->name, ck_dtype_name(g->inputs[i]->dtype), ck_shape_str(g->inputs[i], sh, sizeof sh));
+    fprintf(f, "outputs\n");
+    for (int i = 0; i < g->n_outputs; i++)
+        fprintf(f, "  %-24s %-8s %s\n", g->outputs[i]->name, ck_dtype_name(g->outputs[i]->dtype),
+                ck_shape_str(g->outputs[i], sh, sizeof sh));
+    fprintf(f, "params    %lld elements in %lld tensors (%s)\n", (long long)s.elems[CK_ROLE_PARAM],
+            (long long)s.count[CK_ROLE_PARAM], human_bytes(s.bytes[CK_ROLE_PARAM], hb, sizeof hb));
+    if (s.count[CK_ROLE_BUFFER])
+        fprintf(f, "buffers   %lld elements in %lld tensors (%s)\n", (long long)s.elems[CK_ROLE_BUFFER],
+                (long long)s.count[CK_ROLE_BUFFER], human_bytes(s.bytes[CK_ROLE_BUFFER], hb, sizeof hb));
+    fprintf(f, "consts    %lld elements in %lld tensors (%s)\n", (long long)s.elems[CK_ROLE_CONST],
+            (long long)s.count[CK_ROLE_CONST], human_bytes(s.bytes[CK_ROLE_CONST], hb, sizeof hb));
+    fprintf(f, "nodes     %d (%d in the file, Constants included, before folding)\n", g->n_nodes, g->onnx_nodes);
+    fprintf(f, "ops      ");
+    for (int op = 0; op < CK_OP_COUNT; op++)
+        if (s.hist[op]) fprintf(f, " %s:%d", ck_ops[op].onnx_name, s.hist[op]);
+    fprintf(f, "\n\n");
+    int w = 4;
+    for (int i = 0; i < g->n_nodes; i++) {
+        int l = (int)strlen(g->nodes[i]->name);
+        if (l > w) w = l;
+    }
+    if (w > 60) w = 60;
+    fprintf(f, "%5s  %-*s  %-18s  %s\n", "#", w, "node", "op", "outputs");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        fprintf(f, "%5d  %-*s  %-18s ", i, w, n->name, ck_ops[n->op].onnx_name);
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k]) fprintf(f, " %s %s%s", ck_dtype_name(n->out[k]->dtype), ck_shape_str(n->out[k], sh, sizeof sh),
+                                   k + 1 < n->n_out ? "," : "");
+        fprintf(f, "\n");
+    }
+}
+
+/* ---------------------------------------------------------------- commands */
+
+static int cmd_inspect(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"dim", required_argument, 0, 'd'}, {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    ck_dim_binding dims[64];
+    int n_dims = 0, json = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            if (n_dims == 64) return user_error("--dim: too many bindings (at most 64)");
+            if (!parse_dim(optarg, &dims[n_dims])) return user_error("--dim '%s': expected NAME=N with N a positive integer", optarg);
+            for (int k = 0; k < n_dims; k++)
+                if (strcmp(dims[k].name, dims[n_dims].name) == 0) return user_error("--dim %s is given twice", dims[k].name);
+            n_dims++;
+            break;
+        case 'j': json = 1; break;
+        case 'h': fputs(usage_inspect, stdout); return 0;
+        case ':': return user_error("option '%s' needs a value", argv[optind - 1]);
+        default: return user_error("unknown option '%s' for inspect (see ckptc inspect --help)", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) {
+        fputs(usage_inspect, stderr);
+        return user_error("inspect: missing MODEL.onnx");
+    }
+    if (optind + 1 < argc) return user_error("inspect: unexpected argument '%s' (one model at a time)", argv[optind + 1]);
+    const char *path = argv[optind];
+    ck_load_options o = {.dims = dims, .n_dims = n_dims};
+    ck_diag d = {0};
+    ck_graph *g = NULL;
+    ck_status st = ck_frontend_load(path, &o, &g, &d);
+    for (int k = 0; k < n_dims; k++) free((void *)dims[k].name);
+    if (st != CK_OK) {
+        print_diag(&d, path);
+        ck_diag_clear(&d);
+        return EXIT_USER;
+    }
+    if (json) print_json(stdout, g, path);
+    else print_text(stdout, g, path);
+    ck_graph_free(g);
+    ck_diag_clear(&d);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return EXIT_USER;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+        fputs(usage_main, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
+        printf("ckptc %s (ONNX opsets %d-%d)\n", CK_VERSION, CK_OPSET_MIN, CK_OPSET_MAX);
+        return 0;
+    }
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (cmd[0] == '-') return user_error("unknown option '%s' (see ckptc --help)", cmd);
+    return user_error("unknown command '%s' (see ckptc --help)", cmd);
+}

@@ -1,0 +1,327 @@
+/* fold.c — shape inference plus constant folding of exporter shape subgraphs, then dead code.
+ *
+ * PyTorch's exporter writes `x.view(B, T, H, -1)` as Shape -> Gather -> Unsqueeze -> Concat ->
+ * Reshape. ckptc compiles for static shapes, so once an input's dims are bound these chains are
+ * constants: this pass walks the nodes in order, infers each one's output shapes, and evaluates
+ * every node flagged CK_OPF_FOLD whose inputs are all constants (Shape only needs a static
+ * shape). A folded node's outputs become CONST values and the node disappears.
+ *
+ * Parameters are never folded into: Transpose(weight) must stay a node so the weight stays
+ * trainable. Results larger than fold_max_elems stay run-time nodes, bounding compile memory.
+ * The evaluator works element by element through ck_value_get/set (int64 arithmetic for integer
+ * dtypes, double for floats): these tensors are shape-sized, not activation-sized.
+ */
+#include "ck_frontend.h"
+
+#include <math.h>
+#include <string.h>
+
+int ck_slice_params(const ck_node *n, int64_t *start, int64_t *step, int64_t *count, ck_diag *d);
+void ck_shape_range(const ck_node *n, int64_t *lo, int64_t *hi);
+
+/* Advances a row-major multi-index over dims; flat order. */
+static void next_index(int64_t *idx, const int64_t *dims, int rank) {
+    for (int k = rank - 1; k >= 0; k--) {
+        if (++idx[k] < dims[k]) return;
+        idx[k] = 0;
+    }
+}
+
+/* Offset into `in` for output multi-index idx under numpy broadcasting (right-aligned). */
+static int64_t bcast_offset(const ck_value *in, const int64_t *idx, int out_rank) {
+    int64_t off = 0;
+    for (int k = 0; k < in->rank; k++) {
+        int64_t i = idx[out_rank - in->rank + k];
+        off = off * in->dims[k] + (in->dims[k] == 1 ? 0 : i);
+    }
+    return off;
+}
+
+static void copy_elem(ck_value *dst, int64_t di, const ck_value *src, int64_t si) {
+    size_t es = ck_dtype_size(dst->dtype);
+    memcpy((char *)dst->data + (size_t)di * es, (const char *)src->data + (size_t)si * es, es);
+}
+
+static bool eval_binary(ck_node *n, ck_value *o) {
+    const ck_value *a = n->in[0], *b = n->in[1];
+    int64_t idx[CK_MAX_RANK] = {0}, cnt = ck_value_numel(o);
+    bool isint = !ck_dtype_is_float(a->dtype);
+    for (int64_t i = 0; i < cnt; i++, next_index(idx, o->dims, o->rank)) {
+        int64_t ia = bcast_offset(a, idx, o->rank), ib = bcast_offset(b, idx, o->rank);
+        if (isint) {
+            int64_t x = ck_value_get_i(a, ia), y = ck_value_get_i(b, ib), r;
+            switch (n->op) {
+            case CK_OP_ADD: r = (int64_t)((uint64_t)x + (uint64_t)y); break;
+            case CK_OP_SUB: r = (int64_t)((uint64_t)x - (uint64_t)y); break;
+            case CK_OP_MUL: r = (int64_t)((uint64_t)x * (uint64_t)y); break;
+            case CK_OP_DIV:
+                if (y == 0 || (x == INT64_MIN && y == -1)) return false;
+                r = x / y;
+                break;
+            case CK_OP_POW: r = (int64_t)pow((double)x, ck_value_get_f(b, ib)); break;
+            case CK_OP_EQUAL: r = x == y; break;
+            case CK_OP_LESS: r = x < y; break;
+            case CK_OP_GREATER: r = x > y; break;
+            default: return false;
+            }
+            ck_value_set_i(o, i, r);
+        } else {
+            double x = ck_value_get_f(a, ia), y = ck_value_get_f(b, ib), r;
+            switch (n->op) {
+            case CK_OP_ADD: r = x + y; break;
+            case CK_OP_SUB: r = x - y; break;
+            case CK_OP_MUL: r = x * y; break;
+            case CK_OP_DIV: r = x / y; break;
+            case CK_OP_POW: r = pow(x, y); break;
+            case CK_OP_EQUAL: r = x == y; break;
+            case CK_OP_LESS: r = x < y; break;
+            case CK_OP_GREATER: r = x > y; break;
+            default: return false;
+            }
+            ck_value_set_f(o, i, r);
+        }
+    }
+    return true;
+}
+
+static bool eval_unary(ck_node *n, ck_value *o) {
+    const ck_value *x = n->in[0];
+    int64_t cnt = ck_value_numel(o);
+    for (int64_t i = 0; i < cnt; i++) {
+        if (!ck_dtype_is_float(x->dtype)) {
+            int64_t v = ck_value_get_i(x, i);
+            switch (n->op) {
+            case CK_OP_NEG: v = (int64_t)(0 - (uint64_t)v); break;
+            case CK_OP_ABS: v = v < 0 ? (int64_t)(0 - (uint64_t)v) : v; break;
+            case CK_OP_NOT: v = !v; break;
+            default: return false; /* Sqrt/Reciprocal of integers: leave to run time */
+            }
+            ck_value_set_i(o, i, v);
+        } else {
+            double v = ck_value_get_f(x, i);
+            switch (n->op) {
+            case CK_OP_NEG: v = -v; break;
+            case CK_OP_ABS: v = fabs(v); break;
+            case CK_OP_SQRT: v = sqrt(v); break;
+            case CK_OP_RECIPROCAL: v = 1.0 / v; break;
+            default: return false;
+            }
+            ck_value_set_f(o, i, v);
+        }
+    }
+    return true;
+}
+
+static bool eval_cast(ck_node *n, ck_value *o) {
+    const ck_value *x = n->in[0];
+    int64_t cnt = ck_value_numel(o);
+    if (o->dtype == CK_F16) return false;
+    for (int64_t i = 0; i < cnt; i++) {
+        if (ck_dtype_is_float(o->dtype) || (ck_dtype_is_float(x->dtype) && o->dtype == CK_BOOL))
+            ck_value_set_f(o, i, ck_value_get_f(x, i));
+        else if (ck_dtype_is_float(x->dtype)) {
+            double v = ck_value_get_f(x, i);
+            if (!(v > -9.2e18 && v < 9.2e18)) return false; /* NaN/inf/out of range: leave to run time */
+            ck_value_set_i(o, i, (int64_t)v);
+        } else
+            ck_value_set_i(o, i, ck_value_get_i(x, i));
+    }
+    return true;
+}
+
+static bool eval_where(ck_node *n, ck_value *o) {
+    int64_t idx[CK_MAX_RANK] = {0}, cnt = ck_value_numel(o);
+    for (int64_t i = 0; i < cnt; i++, next_index(idx, o->dims, o->rank)) {
+        bool c = ck_value_get_i(n->in[0], bcast_offset(n->in[0], idx, o->rank)) != 0;
+        const ck_value *src = n->in[c ? 1 : 2];
+        copy_elem(o, i, src, bcast_offset(src, idx, o->rank));
+    }
+    return true;
+}
+
+static bool eval_concat(ck_node *n, ck_value *o) {
+    int64_t axis = ck_attr_int(n, "axis", 0);
+    if (axis < 0) axis += o->rank;
+    int64_t outer = 1, inner = 1;
+    for (int k = 0; k < axis; k++) outer *= o->dims[k];
+    for (int k = (int)axis + 1; k < o->rank; k++) inner *= o->dims[k];
+    size_t es = ck_dtype_size(o->dtype);
+    char *dst = o->data;
+    for (int64_t i = 0; i < outer; i++)
+        for (int k = 0; k < n->n_in; k++) {
+            size_t chunk = (size_t)(n->in[k]->dims[axis] * inner) * es;
+            memcpy(dst, (const char *)n->in[k]->data + (size_t)i * chunk, chunk);
+            dst += chunk;
+        }
+    return true;
+}
+
+static bool eval_split(ck_node *n) {
+    const ck_value *x = n->in[0];
+    int64_t axis = ck_attr_int(n, "axis", 0);
+    if (axis < 0) axis += x->rank;
+    int64_t outer = 1, inner = 1;
+    for (int k = 0; k < axis; k++) outer *= x->dims[k];
+    for (int k = (int)axis + 1; k < x->rank; k++) inner *= x->dims[k];
+    size_t es = ck_dtype_size(x->dtype), row = (size_t)(x->dims[axis] * inner) * es;
+    size_t off = 0;
+    for (int k = 0; k < n->n_out; k++)
+        if (!n->out[k]) return false;
+    for (int k = 0; k < n->n_out; k++) {
+        ck_value *o = n->out[k];
+        size_t chunk = (size_t)(o->dims[axis] * inner) * es;
+        for (int64_t i = 0; i < outer; i++)
+                memcpy((char *)o->data + (size_t)i * chunk, (const char *)x->data + (size_t)i * row + off, chunk);
+        off += chunk;
+    }
+    return true;
+}
+
+static bool eval_slice(ck_node *n, ck_value *o) {
+    int64_t start[CK_MAX_RANK], step[CK_MAX_RANK], count[CK_MAX_RANK];
+    if (ck_slice_params(n, start, step, count, NULL)) return false;
+    const ck_value *x = n->in[0];
+    int64_t idx[CK_MAX_RANK] = {0}, cnt = ck_value_numel(o);
+    for (int64_t i = 0; i < cnt; i++, next_index(idx, o->dims, o->rank)) {
+        int64_t off = 0;
+        for (int k = 0; k < x->rank; k++) off = off * x->dims[k] + start[k] + idx[k] * step[k];
+        copy_elem(o, i, x, off);
+    }
+    return true;
+}
+
+static bool eval_gather(ck_node *n, ck_value *o) {
+    const ck_value *x = n->in[0], *ix = n->in[1];
+    int64_t axis = ck_attr_int(n, "axis", 0);
+    if (axis < 0) axis += x->rank;
+    int64_t outer = 1, inner = 1, ni = ck_value_numel(ix), dim = x->dims[axis];
+    for (int k = 0; k < axis; k++) outer *= x->dims[k];
+    for (int k = (int)axis + 1; k < x->rank; k++) inner *= x->dims[k];
+    int64_t di = 0;
+    for (int64_t a = 0; a < outer; a++)
+        for (int64_t j = 0; j < ni; j++) {
+            int64_t v = ck_value_get_i(ix, j);
+            if (v < 0) v += dim;
+            for (int64_t b = 0; b < inner; b++) copy_elem(o, di++, x, (a * dim + v) * inner + b);
+        }
+    return true;
+}
+
+static bool eval_transpose(ck_node *n, ck_value *o) {
+    const ck_value *x = n->in[0];
+    const ck_attr *pa = ck_attr_find(n, "perm");
+    int64_t perm[CK_MAX_RANK], idx[CK_MAX_RANK] = {0}, cnt = ck_value_numel(o);
+    for (int k = 0; k < x->rank; k++) perm[k] = pa ? pa->ints[k] : x->rank - 1 - k;
+    for (int64_t i = 0; i < cnt; i++, next_index(idx, o->dims, o->rank)) {
+        int64_t src[CK_MAX_RANK], off = 0;
+        for (int k = 0; k < x->rank; k++) src[perm[k]] = idx[k];
+        for (int k = 0; k < x->rank; k++) off = off * x->dims[k] + src[k];
+        copy_elem(o, i, x, off);
+    }
+    return true;
+}
+
+static bool eval_expand(ck_node *n, ck_value *o) {
+    int64_t idx[CK_MAX_RANK] = {0}, cnt = ck_value_numel(o);
+    for (int64_t i = 0; i < cnt; i++, next_index(idx, o->dims, o->rank)) copy_elem(o, i, n->in[0], bcast_offset(n->in[0], idx, o->rank));
+    return true;
+}
+
+static bool eval_trilu(ck_node *n, ck_value *o) {
+    const ck_value *x = n->in[0];
+    int64_t k = n->n_in > 1 && n->in[1] ? ck_value_get_i(n->in[1], 0) : 0;
+    bool upper = ck_attr_int(n, "upper", 1) != 0;
+    int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1], cnt = ck_value_numel(o);
+    memset(o->data, 0, ck_value_bytes(o));
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t c = i % cols, r = (i / cols) % rows;
+        if (upper ? c - r >= k : c - r <= k) copy_elem(o, i, x, i);
+    }
+    return true;
+}
+
+static bool eval_node(ck_node *n, ck_value *o) {
+    switch (n->op) {
+    case CK_OP_SHAPE: {
+        int64_t lo, hi;
+        ck_shape_range(n, &lo, &hi);
+        for (int64_t k = lo; k < hi; k++) ck_value_set_i(o, k - lo, n->in[0]->dims[k]);
+        return true;
+    }
+    case CK_OP_IDENTITY: case CK_OP_RESHAPE: case CK_OP_FLATTEN: case CK_OP_UNSQUEEZE: case CK_OP_SQUEEZE:
+        memcpy(o->data, n->in[0]->data, ck_value_bytes(o));
+        return true;
+    case CK_OP_ADD: case CK_OP_SUB: case CK_OP_MUL: case CK_OP_DIV: case CK_OP_POW:
+    case CK_OP_EQUAL: case CK_OP_LESS: case CK_OP_GREATER:
+        return eval_binary(n, o);
+    case CK_OP_NEG: case CK_OP_ABS: case CK_OP_SQRT: case CK_OP_RECIPROCAL: case CK_OP_NOT:
+        return eval_unary(n, o);
+    case CK_OP_CAST: return eval_cast(n, o);
+    case CK_OP_WHERE: return eval_where(n, o);
+    case CK_OP_CONCAT: return eval_concat(n, o);
+    case CK_OP_SPLIT: return eval_split(n);
+    case CK_OP_SLICE: return eval_slice(n, o);
+    case CK_OP_GATHER: return eval_gather(n, o);
+    case CK_OP_TRANSPOSE: return eval_transpose(n, o);
+    case CK_OP_EXPAND: return eval_expand(n, o);
+    case CK_OP_TRILU: return eval_trilu(n, o);
+    case CK_OP_CONSTANT_OF_SHAPE: {
+        const ck_attr *a = ck_attr_find(n, "value");
+        size_t es = ck_dtype_size(o->dtype);
+        for (int64_t i = 0, c = ck_value_numel(o); i < c; i++) {
+            if (a) memcpy((char *)o->data + (size_t)i * es, a->t->data, es);
+            else ((float *)o->data)[i] = 0.0f;
+        }
+        return true;
+    }
+    case CK_OP_RANGE: {
+        const ck_value *s = n->in[0], *dl = n->in[2];
+        for (int64_t i = 0, c = ck_value_numel(o); i < c; i++) {
+            if (ck_dtype_is_float(o->dtype)) ck_value_set_f(o, i, ck_value_get_f(s, 0) + (double)i * ck_value_get_f(dl, 0));
+            else ck_value_set_i(o, i, ck_value_get_i(s, 0) + i * ck_value_get_i(dl, 0));
+        }
+        return true;
+    }
+    default: return false;
+    }
+}
+
+/* Can n be evaluated now? Its inputs must be constants (never params or buffers). */
+static bool foldable(const ck_node *n, int64_t max_elems) {
+    if (!(ck_ops[n->op].flags & CK_OPF_FOLD)) return false;
+    if (n->op != CK_OP_SHAPE)
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] && (n->in[i]->role != CK_ROLE_CONST || !n->in[i]->data)) return false;
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] && (ck_value_numel(n->out[k]) > max_elems || n->out[k]->dtype == CK_F16)) return false;
+    return true;
+}
+
+ck_status ck_frontend_fold(ck_graph *g, int64_t fold_max_elems, ck_diag *d) {
+    int kept = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        ck_node *n = g->nodes[i];
+        ck_status st = ck_infer_node(n, d);
+        if (st) return st;
+        bool folded = false;
+        if (foldable(n, fold_max_elems)) {
+            bool ok = true;
+            for (int k = 0; k < n->n_out && ok; k++)
+                if (n->out[k]) ok = (n->out[k]->data = ck_arena_alloc(g->arena, ck_value_bytes(n->out[k]) + 1)) != NULL;
+            folded = ok && eval_node(n, n->out[0]);
+            for (int k = 0; k < n->n_out; k++) {
+                if (!n->out[k]) continue;
+                if (folded) {
+                    n->out[k]->role = CK_ROLE_CONST;
+                    n->out[k]->producer = NULL;
+                } else {
+                    n->out[k]->data = NULL;
+                }
+            }
+        }
+        if (!folded) g->nodes[kept++] = n;
+    }
+    g->n_nodes = kept;
+    ck_graph_remove_dead(g);
+    return CK_OK;
+}

@@ -1,0 +1,685 @@
+/* onnx_load.c — ModelProto (protobuf-c) -> ck_graph.
+ *
+ * The only file that sees protobuf types. It checks everything a malicious or broken file can
+ * get wrong before trusting it: opset range, tensor data lengths against shapes (overflow-safe),
+ * external data paths and sizes, references to undefined values, cycles, unsupported ops
+ * (collected and reported all at once), attribute kinds. Nodes are emitted in a topological
+ * order computed here, so a graph whose nodes are listed out of order still loads.
+ *
+ * Conversion keeps names: initializers keep their ONNX (= PyTorch parameter) names, nodes keep
+ * their scope paths. After conversion the protobuf message is freed and the folding/inference
+ * pass (fold.c) makes every shape static.
+ */
+#include "ck_frontend.h"
+#include "onnx.pb-c.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct loader {
+    ck_graph *g;
+    ck_diag *d;
+    const ck_load_options *o;
+    const char *base_dir;
+    ck_map *names;        /* ONNX value name -> ck_value* */
+    bool *dim_used;       /* per --dim binding */
+    int errors;
+} loader;
+
+#define LERR(L, ...) (ck_diag_add((L)->d, __VA_ARGS__), (L)->errors++)
+
+/* ---------------------------------------------------------------- tensors */
+
+/* numel of dims with overflow and sanity checks; -1 on failure */
+static int64_t checked_numel(const int64_t *dims, size_t n) {
+    int64_t numel = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (dims[i] < 0) return -1;
+        if (dims[i] && numel > INT64_MAX / 4096 / dims[i]) return -1; /* keep numel * 8 bytes far from overflow */
+        numel *= dims[i];
+    }
+    return numel;
+}
+
+static const char *ext_key(const Onnx__TensorProto *t, const char *key) {
+    for (size_t i = 0; i < t->n_external_data; i++)
+        if (t->external_data[i]->key && strcmp(t->external_data[i]->key, key) == 0) return t->external_data[i]->value;
+    return NULL;
+}
+
+static bool parse_u64(const char *s, uint64_t *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || s[0] == '-') return false;
+    *out = v;
+    return true;
+}
+
+static bool read_external(loader *L, const char *what, const Onnx__TensorProto *t, void *dst, size_t bytes) {
+    const char *loc = ext_key(t, "location");
+    if (!loc || !*loc) {
+        LERR(L, "%s: external data has no 'location'", what);
+        return false;
+    }
+    if (!L->base_dir) {
+        LERR(L, "%s: external data '%s' cannot be resolved for a model loaded from memory", what, loc);
+        return false;
+    }
+    /* the location must stay inside the model's directory: relative, no '..' component */
+    bool escape = loc[0] == '/';
+    for (const char *p = loc; *p && !escape; p = strchr(p, '/') ? strchr(p, '/') + 1 : p + strlen(p))
+        if (p[0] == '.' && p[1] == '.' && (p[2] == '/' || p[2] == 0)) escape = true;
+    if (escape) {
+        LERR(L, "%s: external data location '%s' escapes the model directory (absolute paths and '..' are refused)", what, loc);
+        return false;
+    }
+    uint64_t off = 0, len = bytes;
+    const char *so = ext_key(t, "offset"), *sl = ext_key(t, "length");
+    if (so && !parse_u64(so, &off)) {
+        LERR(L, "%s: external data offset '%s' is not a number", what, so);
+        return false;
+    }
+    if (sl && !parse_u64(sl, &len)) {
+        LERR(L, "%s: external data length '%s' is not a number", what, sl);
+        return false;
+    }
+    if (len != bytes) {
+        LERR(L, "%s: external data length is %llu bytes but its shape needs %zu", what, (unsigned long long)len, bytes);
+        return false;
+    }
+    size_t plen = strlen(L->base_dir) + strlen(loc) + 2;
+    char *path = malloc(plen);
+    if (!path) return false;
+    snprintf(path, plen, "%s/%s", L->base_dir, loc);
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        LERR(L, "%s: cannot open external data file '%s': %s", what, path, f ? "not a regular file" : strerror(errno));
+        if (f) fclose(f);
+        free(path);
+        return false;
+    }
+    bool ok = false;
+    if ((uint64_t)st.st_size < off || (uint64_t)st.st_size - off < len)
+        LERR(L, "%s: external data file '%s' is too short: %llu bytes needed at offset %llu but the file has %llu", what,
+             path, (unsigned long long)len, (unsigned long long)off, (unsigned long long)st.st_size);
+    else if (fseeko(f, (off_t)off, SEEK_SET) != 0 || fread(dst, 1, bytes, f) != bytes)
+        LERR(L, "%s: cannot read external data file '%s'", what, path);
+    else
+        ok = true;
+    fclose(f);
+    free(path);
+    return ok;
+}
+
+/* Fills v (created by the caller with the right dtype and dims) with t's data. */
+static bool tensor_data(loader *L, const char *what, const Onnx__TensorProto *t, ck_value *v) {
+    int64_t numel = ck_value_numel(v);
+    size_t esz = ck_dtype_size(v->dtype), bytes = (size_t)numel * esz;
+    if (bytes > L->o->max_file_bytes) {
+        LERR(L, "%s: %zu bytes exceeds the limit of %llu", what, bytes, (unsigned long long)L->o->max_file_bytes);
+        return false;
+    }
+    v->data = ck_arena_alloc(L->g->arena, bytes ? bytes : 1);
+    if (!v->data) {
+        LERR(L, "%s: out of memory for %zu bytes", what, bytes);
+        return false;
+    }
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return read_external(L, what, t, v->data, bytes);
+    if (t->has_raw_data) {
+        if (t->raw_data.len != bytes) {
+            LERR(L, "%s: raw_data has %zu bytes but shape %s of %s needs %zu", what, t->raw_data.len,
+                 ck_shape_str(v, (char[CK_SHAPE_STR_MAX]){0}, CK_SHAPE_STR_MAX), ck_dtype_name(v->dtype), bytes);
+            return false;
+        }
+        if (bytes) memcpy(v->data, t->raw_data.data, bytes); /* little-endian host, as ONNX stores it */
+        return true;
+    }
+    size_t have;
+    const char *field;
+    switch (v->dtype) {
+    case CK_F32: have = t->n_float_data, field = "float_data"; break;
+    case CK_F64: have = t->n_double_data, field = "double_data"; break;
+    case CK_I64: have = t->n_int64_data, field = "int64_data"; break;
+    default: have = t->n_int32_data, field = "int32_data"; break; /* int32, int16, int8, uint8, bool, float16 bits */
+    }
+    if (have != (size_t)numel) {
+        LERR(L, "%s: %s has %zu elements but shape %s needs %lld", what, field, have,
+             ck_shape_str(v, (char[CK_SHAPE_STR_MAX]){0}, CK_SHAPE_STR_MAX), (long long)numel);
+        return false;
+    }
+    for (int64_t i = 0; i < numel; i++) {
+        switch (v->dtype) {
+        case CK_F32: ((float *)v->data)[i] = t->float_data[i]; break;
+        case CK_F64: ((double *)v->data)[i] = t->double_data[i]; break;
+        case CK_I64: ((int64_t *)v->data)[i] = t->int64_data[i]; break;
+        case CK_F16: ((uint16_t *)v->data)[i] = (uint16_t)t->int32_data[i]; break;
+        default: ck_value_set_i(v, i, t->int32_data[i]); break;
+        }
+    }
+    return true;
+}
+
+/* Builds a value from a TensorProto; detached (not in the graph's list) when detached is set. */
+static ck_value *tensor_value(loader *L, const char *what, const char *name, const Onnx__TensorProto *t, ck_role role,
+                              bool detached) {
+    int32_t code = t->has_data_type ? t->data_type : 0;
+    ck_dtype dt = ck_dtype_from_onnx(code);
+    if (dt == CK_UNDEF) {
+        LERR(L, "%s: dtype %s is not supported (supported: float32, float64, float16, int64, int32, int16, int8, uint8, bool)",
+             what, ck_onnx_dtype_name(code));
+        return NULL;
+    }
+    if (t->segment) {
+        LERR(L, "%s: segmented tensors are not supported", what);
+        return NULL;
+    }
+    if (t->n_dims > CK_MAX_RANK) {
+        LERR(L, "%s: rank %zu exceeds the maximum of %d", what, t->n_dims, CK_MAX_RANK);
+        return NULL;
+    }
+    if (checked_numel(t->dims, t->n_dims) < 0) {
+        LERR(L, "%s: dims are negative or their product overflows", what);
+        return NULL;
+    }
+    if (role == CK_ROLE_PARAM && !ck_dtype_is_float(dt)) role = CK_ROLE_CONST;
+    ck_value *v;
+    if (detached) {
+        v = ck_arena_alloc(L->g->arena, sizeof *v);
+        v->id = -1;
+        v->name = ck_arena_strdup(L->g->arena, name);
+        v->dtype = dt;
+        v->rank = (int)t->n_dims;
+        for (size_t i = 0; i < t->n_dims; i++) v->dims[i] = t->dims[i];
+        v->role = role;
+    } else {
+        v = ck_graph_add_value(L->g, name, dt, (int)t->n_dims, t->dims, role);
+    }
+    return tensor_data(L, what, t, v) ? v : NULL;
+}
+
+/* ---------------------------------------------------------------- graph inputs */
+
+static ck_value *input_value(loader *L, const Onnx__ValueInfoProto *vi) {
+    const char *name = vi->name ? vi->name : "";
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) {
+        LERR(L, "graph input '%s': only tensor inputs are supported", name);
+        return NULL;
+    }
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    int32_t code = tt->has_elem_type ? tt->elem_type : 0;
+    ck_dtype dt = ck_dtype_from_onnx(code);
+    if (dt == CK_UNDEF) {
+        LERR(L, "graph input '%s': dtype %s is not supported", name, ck_onnx_dtype_name(code));
+        return NULL;
+    }
+    if (!tt->shape) {
+        LERR(L, "graph input '%s': has no shape; ckptc needs static shapes", name);
+        return NULL;
+    }
+    if (tt->shape->n_dim > CK_MAX_RANK) {
+        LERR(L, "graph input '%s': rank %zu exceeds the maximum of %d", name, tt->shape->n_dim, CK_MAX_RANK);
+        return NULL;
+    }
+    int64_t dims[CK_MAX_RANK];
+    bool ok = true;
+    for (size_t i = 0; i < tt->shape->n_dim; i++) {
+        const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[i];
+        if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && dm->dim_value >= 0) {
+            dims[i] = dm->dim_value;
+        } else if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dm->dim_param) {
+            int k = 0;
+            while (k < L->o->n_dims && strcmp(L->o->dims[k].name, dm->dim_param) != 0) k++;
+            if (k == L->o->n_dims) {
+                LERR(L, "graph input '%s': dimension %zu is the symbolic dim '%s'; bind it with --dim %s=N", name, i,
+                     dm->dim_param, dm->dim_param);
+                ok = false;
+            } else {
+                L->dim_used[k] = true;
+                dims[i] = L->o->dims[k].value;
+            }
+        } else {
+            LERR(L, "graph input '%s': dimension %zu has neither a size nor a name; ckptc needs static shapes", name, i);
+            ok = false;
+        }
+    }
+    if (!ok) return NULL;
+    if (checked_numel(dims, tt->shape->n_dim) < 0) {
+        LERR(L, "graph input '%s': the product of its dims overflows", name);
+        return NULL;
+    }
+    return ck_graph_add_value(L->g, name, dt, (int)tt->shape->n_dim, dims, CK_ROLE_INPUT);
+}
+
+/* ---------------------------------------------------------------- attributes and Constant */
+
+static bool convert_attr(loader *L, const Onnx__NodeProto *np, const Onnx__AttributeProto *ap, ck_attr *a) {
+    ck_arena *ar = L->g->arena;
+    const char *nn = np->name ? np->name : "";
+    memset(a, 0, sizeof *a);
+    a->name = ap->name ? ap->name : "";
+    if (ap->ref_attr_name) {
+        LERR(L, "node '%s' (%s): attribute '%s' refers to a function attribute; functions are not supported", nn,
+             np->op_type, a->name);
+        return false;
+    }
+    int type = ap->has_type ? (int)ap->type : 0;
+    if (!type) { /* very old files omit the type; infer it from the field that is set */
+        type = ap->has_i ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT
+             : ap->has_f ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT
+             : ap->has_s ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING
+             : ap->t ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR
+             : ap->n_ints ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS
+             : ap->n_floats ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS : 0;
+    }
+    switch (type) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: a->kind = CK_ATTR_INT, a->i = ap->i; return true;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: a->kind = CK_ATTR_FLOAT, a->f = ap->f; return true;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
+        a->kind = CK_ATTR_STRING;
+        a->s = ck_arena_strndup(ar, (const char *)ap->s.data, ap->s.data ? ap->s.len : 0);
+        return true;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+        if (ap->n_ints > INT_MAX / 16) break;
+        a->kind = CK_ATTR_INTS, a->n = (int)ap->n_ints;
+        a->ints = ck_arena_alloc(ar, (ap->n_ints + 1) * sizeof *a->ints);
+        if (ap->n_ints) memcpy(a->ints, ap->ints, ap->n_ints * sizeof *a->ints);
+        return true;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
+        if (ap->n_floats > INT_MAX / 16) break;
+        a->kind = CK_ATTR_FLOATS, a->n = (int)ap->n_floats;
+        a->floats = ck_arena_alloc(ar, (ap->n_floats + 1) * sizeof *a->floats);
+        if (ap->n_floats) memcpy(a->floats, ap->floats, ap->n_floats * sizeof *a->floats);
+        return true;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
+        if (!ap->t) break;
+        char what[600];
+        snprintf(what, sizeof what, "node '%s' (%s): attribute '%s'", nn, np->op_type, a->name);
+        a->kind = CK_ATTR_TENSOR;
+        a->t = tensor_value(L, what, a->name, ap->t, CK_ROLE_CONST, true);
+        return a->t != NULL;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS:
+        LERR(L, "node '%s' (%s): attribute '%s' holds a subgraph; control flow and subgraphs are not supported", nn,
+             np->op_type, a->name);
+        return false;
+    default: break;
+    }
+    LERR(L, "node '%s' (%s): attribute '%s' has an unsupported kind (%d)", nn, np->op_type, a->name, type);
+    return false;
+}
+
+/* A Constant node becomes a CONST value named after its output. */
+static bool load_constant(loader *L, const Onnx__NodeProto *np) {
+    const char *nn = np->name ? np->name : "";
+    if (np->n_output != 1 || np->n_attribute != 1) {
+        LERR(L, "node '%s' (Constant): needs exactly one output and one attribute", nn);
+        return false;
+    }
+    const Onnx__AttributeProto *ap = np->attribute[0];
+    const char *an = ap->name ? ap->name : "";
+    const char *out = np->output[0];
+    if (!*out || ck_map_get(L->names, out)) {
+        LERR(L, "node '%s' (Constant): output '%s' is empty or already defined", nn, out);
+        return false;
+    }
+    ck_value *v = NULL;
+    int64_t one = 1;
+    if (strcmp(an, "value") == 0 && ap->t) {
+        char what[600];
+        snprintf(what, sizeof what, "node '%s' (Constant): tensor", nn);
+        v = tensor_value(L, what, out, ap->t, CK_ROLE_CONST, false);
+        if (v) v->role = CK_ROLE_CONST;
+    } else if (strcmp(an, "value_float") == 0) {
+        v = ck_graph_add_value(L->g, out, CK_F32, 0, NULL, CK_ROLE_CONST);
+        v->data = ck_arena_alloc(L->g->arena, 4);
+        ((float *)v->data)[0] = ap->f;
+    } else if (strcmp(an, "value_int") == 0) {
+        v = ck_graph_add_value(L->g, out, CK_I64, 0, NULL, CK_ROLE_CONST);
+        v->data = ck_arena_alloc(L->g->arena, 8);
+        ((int64_t *)v->data)[0] = ap->i;
+    } else if (strcmp(an, "value_floats") == 0) {
+        int64_t n = (int64_t)ap->n_floats;
+        v = ck_graph_add_value(L->g, out, CK_F32, 1, &n, CK_ROLE_CONST);
+        v->data = ck_arena_alloc(L->g->arena, (size_t)(n ? n : one) * 4);
+        if (n) memcpy(v->data, ap->floats, (size_t)n * 4);
+    } else if (strcmp(an, "value_ints") == 0) {
+        int64_t n = (int64_t)ap->n_ints;
+        v = ck_graph_add_value(L->g, out, CK_I64, 1, &n, CK_ROLE_CONST);
+        v->data = ck_arena_alloc(L->g->arena, (size_t)(n ? n : one) * 8);
+        if (n) memcpy(v->data, ap->ints, (size_t)n * 8);
+    } else {
+        LERR(L, "node '%s' (Constant): attribute '%s' is not supported (use value, value_float(s) or value_int(s))", nn, an);
+        return false;
+    }
+    if (!v) return false;
+    ck_map_put(L->names, v->name, v);
+    return true;
+}
+
+/* ---------------------------------------------------------------- nodes */
+
+static bool is_default_domain(const char *dom) { return !dom || !*dom || strcmp(dom, "ai.onnx") == 0; }
+
+static int64_t domain_opset(const Onnx__ModelProto *m, const char *dom) {
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const char *d = m->opset_import[i]->domain;
+        if (is_default_domain(dom) ? is_default_domain(d) : (d && strcmp(d, dom) == 0))
+            return m->opset_import[i]->has_version ? m->opset_import[i]->version : 1;
+    }
+    return -1;
+}
+
+static bool load_node(loader *L, const Onnx__NodeProto *np, ck_op op) {
+    const char *nn = np->name ? np->name : "";
+    size_t n_in = np->n_input, n_out = np->n_output;
+    while (n_in && !*np->input[n_in - 1]) n_in--;   /* trailing optional inputs */
+    while (n_out && !*np->output[n_out - 1]) n_out--;
+    if (n_in > 64 || n_out > 64) {
+        LERR(L, "node '%s' (%s): too many inputs or outputs", nn, np->op_type);
+        return false;
+    }
+    ck_value *ins[64];
+    for (size_t i = 0; i < n_in; i++) {
+        ins[i] = NULL;
+        if (!*np->input[i]) continue;
+        ins[i] = ck_map_get(L->names, np->input[i]);
+        CK_ASSERT(ins[i]); /* the topological sort checked every reference */
+    }
+    ck_node *n = ck_graph_add_node(L->g, op, nn, (int)n_in, ins, (int)n_out);
+    for (size_t k = 0; k < n_out; k++) {
+        if (!*np->output[k]) {
+            n->out[k] = NULL; /* the value created for it stays unused and is dropped later */
+            continue;
+        }
+        n->out[k]->name = ck_arena_strdup(L->g->arena, np->output[k]);
+        ck_map_put(L->names, n->out[k]->name, n->out[k]);
+    }
+    for (size_t i = 0; i < np->n_attribute; i++) {
+        ck_attr a;
+        if (!convert_attr(L, np, np->attribute[i], &a)) return false;
+        ck_node_add_attr(L->g, n, a);
+    }
+    return true;
+}
+
+/* Orders node indices so every input is defined before use. Reports undefined inputs,
+ * duplicate definitions and cycles. */
+static bool is_constant(const Onnx__NodeProto *np) { return strcmp(np->op_type, "Constant") == 0; }
+
+/* Constant nodes are already values (load_constant) and are left out of the order; *count
+ * receives the number of ordered nodes. */
+static int *topo_order(loader *L, const Onnx__GraphProto *gp, int *count) {
+    size_t nn = gp->n_node;
+    ck_map *producer = ck_map_new(L->g->arena, (int)(nn * 2 + 16));
+    int *order = malloc((nn + 1) * sizeof *order);
+    int *state = calloc(nn + 1, sizeof *state); /* 0 new, 1 on stack, 2 done */
+    int *stack = malloc((nn + 1) * sizeof *stack), *pos = malloc((nn + 1) * sizeof *pos);
+    if (!order || !state || !stack || !pos) goto fail;
+    for (size_t i = 0; i < nn; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        if (is_constant(np)) {
+            state[i] = 2;
+            continue;
+        }
+        for (size_t k = 0; k < np->n_output; k++) {
+            const char *o = np->output[k];
+            if (!*o) continue;
+            if (ck_map_get(L->names, o) || ck_map_get(producer, o)) {
+                LERR(L, "node '%s' (%s): output '%s' is already defined by another node, an initializer or an input",
+                     np->name ? np->name : "", np->op_type, o);
+                continue;
+            }
+            ck_map_put(producer, o, (void *)(intptr_t)(i + 1));
+        }
+    }
+    for (size_t i = 0; i < nn; i++)
+        for (size_t k = 0; k < gp->node[i]->n_input; k++) {
+            const char *in = gp->node[i]->input[k];
+            if (*in && !ck_map_get(L->names, in) && !ck_map_get(producer, in))
+                LERR(L, "node '%s' (%s): input %zu '%s' is not produced by any node, initializer or graph input",
+                     gp->node[i]->name ? gp->node[i]->name : "", gp->node[i]->op_type, k, in);
+        }
+    if (L->errors) goto fail;
+    int no = 0;
+    for (size_t root = 0; root < nn; root++) {
+        if (state[root]) continue;
+        int sp = 0;
+        stack[sp] = (int)root, pos[sp] = 0, sp++;
+        state[root] = 1;
+        while (sp) {
+            int i = stack[sp - 1];
+            const Onnx__NodeProto *np = gp->node[i];
+            if ((size_t)pos[sp - 1] < np->n_input) {
+                const char *in = np->input[pos[sp - 1]++];
+                intptr_t p = *in ? (intptr_t)ck_map_get(producer, in) : 0;
+                if (!p) continue;
+                int j = (int)p - 1;
+                if (state[j] == 1) {
+                    LERR(L, "node '%s' (%s): the graph has a cycle through input '%s'", np->name ? np->name : "",
+                         np->op_type, in);
+                    goto fail;
+                }
+                if (state[j] == 0) {
+                    state[j] = 1;
+                    stack[sp] = j, pos[sp] = 0, sp++;
+                }
+            } else {
+                state[i] = 2;
+                order[no++] = i;
+                sp--;
+            }
+        }
+    }
+    free(state), free(stack), free(pos);
+    *count = no;
+    return order;
+fail:
+    free(order), free(state), free(stack), free(pos);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- model */
+
+static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
+    ck_graph *g = L->g;
+    /* a zero-length or foreign protobuf parses as an empty ModelProto: reject it by content */
+    if (!m->graph && !m->n_opset_import) {
+        LERR(L, "not an ONNX model: it has no graph and no opset_import");
+        return CK_ERR_MODEL;
+    }
+    if (!m->graph) {
+        LERR(L, "the model has no graph");
+        return CK_ERR_MODEL;
+    }
+    int64_t opset = domain_opset(m, "");
+    if (opset < 0) {
+        LERR(L, "the model imports no version of the default ONNX domain (opset_import)");
+        return CK_ERR_MODEL;
+    }
+    if (opset < CK_OPSET_MIN || opset > CK_OPSET_MAX) {
+        LERR(L, "opset %lld of the default domain is not supported (ckptc supports %d to %d); re-export with opset_version=17",
+             (long long)opset, CK_OPSET_MIN, CK_OPSET_MAX);
+        return CK_ERR_UNSUPPORTED;
+    }
+    const Onnx__GraphProto *gp = m->graph;
+    g->opset = opset;
+    g->onnx_nodes = (int)gp->n_node;
+    g->ir_version = m->has_ir_version ? m->ir_version : 0;
+    g->name = ck_arena_strdup(g->arena, gp->name);
+    g->producer_name = ck_arena_strdup(g->arena, m->producer_name);
+    g->producer_version = ck_arena_strdup(g->arena, m->producer_version);
+    if ((int64_t)gp->n_node > L->o->max_nodes) {
+        LERR(L, "the graph has %zu nodes, more than the limit of %lld", gp->n_node, (long long)L->o->max_nodes);
+        return CK_ERR_MODEL;
+    }
+    if (gp->n_sparse_initializer) {
+        LERR(L, "sparse initializers are not supported");
+        return CK_ERR_UNSUPPORTED;
+    }
+
+    /* unsupported ops first, all at once: nothing else is worth reporting before that */
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        ck_op op;
+        const char *dom = np->domain ? np->domain : "";
+        if (!np->op_type) {
+            LERR(L, "node '%s' has no op_type", np->name ? np->name : "");
+            continue;
+        }
+        bool known = is_default_domain(dom) && (strcmp(np->op_type, "Constant") == 0 || ck_op_from_name(np->op_type, &op));
+        if (!known)
+            LERR(L, "node '%s': op %s (domain '%s', opset %lld) is not supported", np->name ? np->name : "", np->op_type,
+                 is_default_domain(dom) ? "" : dom, (long long)domain_opset(m, dom));
+    }
+    if (L->errors) return CK_ERR_UNSUPPORTED;
+
+    L->names = ck_map_new(g->arena, (int)(gp->n_initializer + gp->n_input + gp->n_node * 2 + 16));
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *t = gp->initializer[i];
+        const char *name = t->name ? t->name : "";
+        char what[600];
+        snprintf(what, sizeof what, "initializer '%s'", name);
+        if (!*name) {
+            LERR(L, "initializer %zu has no name", i);
+            continue;
+        }
+        if (ck_map_get(L->names, name)) {
+            LERR(L, "%s is defined twice", what);
+            continue;
+        }
+        ck_value *v = tensor_value(L, what, name, t, CK_ROLE_PARAM, false);
+        if (v) ck_map_put(L->names, v->name, v);
+    }
+    ck_value **ins = ck_arena_alloc(g->arena, (gp->n_input + 1) * sizeof *ins);
+    int n_ins = 0;
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const char *name = gp->input[i]->name ? gp->input[i]->name : "";
+        if (ck_map_get(L->names, name)) continue; /* an initializer listed as input (old exports) */
+        ck_value *v = input_value(L, gp->input[i]);
+        if (v) {
+            ck_map_put(L->names, v->name, v);
+            ins[n_ins++] = v;
+        }
+    }
+    for (int k = 0; k < L->o->n_dims; k++)
+        if (!L->dim_used[k]) LERR(L, "--dim %s: no graph input has a dimension named '%s'", L->o->dims[k].name, L->o->dims[k].name);
+    if (L->errors) return CK_ERR_MODEL;
+    ck_graph_set_inputs(g, n_ins, ins);
+
+    for (size_t i = 0; i < gp->n_node; i++)
+        if (is_constant(gp->node[i])) load_constant(L, gp->node[i]);
+    if (L->errors) return CK_ERR_MODEL;
+
+    int n_order;
+    int *order = topo_order(L, gp, &n_order);
+    if (!order) return CK_ERR_MODEL;
+    for (int i = 0; i < n_order; i++) {
+        const Onnx__NodeProto *np = gp->node[order[i]];
+        ck_op op;
+        CK_ASSERT(ck_op_from_name(np->op_type, &op));
+        load_node(L, np, op);
+    }
+    free(order);
+    if (L->errors) return CK_ERR_MODEL;
+
+    ck_value **outs = ck_arena_alloc(g->arena, (gp->n_output + 1) * sizeof *outs);
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const char *name = gp->output[i]->name ? gp->output[i]->name : "";
+        outs[i] = ck_map_get(L->names, name);
+        if (!outs[i]) LERR(L, "graph output '%s' is not produced by any node, initializer or input", name);
+    }
+    if (!gp->n_output) LERR(L, "the graph has no outputs");
+    if (L->errors) return CK_ERR_MODEL;
+    ck_graph_set_outputs(g, (int)gp->n_output, outs);
+
+    /* BatchNormalization's running statistics are step-updated state, not trainable params */
+    for (int i = 0; i < g->n_nodes; i++) {
+        ck_node *n = g->nodes[i];
+        if (n->op != CK_OP_BATCH_NORM) continue;
+        for (int k = 3; k < 5 && k < n->n_in; k++)
+            if (n->in[k] && n->in[k]->role == CK_ROLE_PARAM) n->in[k]->role = CK_ROLE_BUFFER;
+    }
+    return CK_OK;
+}
+
+ck_status ck_frontend_load_buffer(const void *buf, size_t len, const char *base_dir, const ck_load_options *o,
+                                  ck_graph **out, ck_diag *d) {
+    ck_load_options opts = o ? *o : (ck_load_options){0};
+    if (!opts.max_file_bytes) opts.max_file_bytes = CK_DEFAULT_MAX_FILE;
+    if (!opts.max_nodes) opts.max_nodes = CK_DEFAULT_MAX_NODES;
+    if (!opts.fold_max_elems) opts.fold_max_elems = CK_DEFAULT_FOLD_ELEMS;
+    *out = NULL;
+    if (len == 0) {
+        ck_diag_add(d, "not an ONNX model: the file is empty");
+        return CK_ERR_PARSE;
+    }
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
+    if (!m) {
+        ck_diag_add(d, "cannot parse the file as an ONNX ModelProto (truncated, corrupt or not ONNX)");
+        return CK_ERR_PARSE;
+    }
+    loader L = {.d = d, .o = &opts, .base_dir = base_dir};
+    L.g = ck_graph_new();
+    L.dim_used = calloc((size_t)opts.n_dims + 1, sizeof *L.dim_used);
+    ck_status st = L.g && L.dim_used ? load_model(&L, m) : CK_ERR_NOMEM;
+    onnx__model_proto__free_unpacked(m, NULL);
+    free(L.dim_used);
+    if (st == CK_OK && L.errors) st = CK_ERR_MODEL;
+    if (st == CK_OK) st = ck_frontend_fold(L.g, opts.fold_max_elems, d);
+    if (st == CK_OK) st = ck_graph_verify(L.g, d);
+    if (st != CK_OK) {
+        ck_graph_free(L.g);
+        return st;
+    }
+    *out = L.g;
+    return CK_OK;
+}
+
+ck_status ck_frontend_load(const char *path, const ck_load_options *o, ck_graph **out, ck_diag *d) {
+    *out = NULL;
+    uint64_t max = o && o->max_file_bytes ? o->max_file_bytes : CK_DEFAULT_MAX_FILE;
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f) {
+        ck_diag_add(d, "cannot open '%s': %s", path, strerror(errno));
+        return CK_ERR_IO;
+    }
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        ck_diag_add(d, "cannot read '%s': not a regular file", path);
+        fclose(f);
+        return CK_ERR_IO;
+    }
+    if ((uint64_t)st.st_size > max) {
+        ck_diag_add(d, "'%s' is %llu bytes, more than the limit of %llu", path, (unsigned long long)st.st_size,
+                    (unsigned long long)max);
+        fclose(f);
+        return CK_ERR_IO;
+    }
+    size_t len = (size_t)st.st_size;
+    void *buf = malloc(len ? len : 1);
+    if (!buf || fread(buf, 1, len, f) != len) {
+        ck_diag_add(d, "cannot read '%s': %s", path, buf ? strerror(errno) : "out of memory");
+        free(buf);
+        fclose(f);
+        return CK_ERR_IO;
+    }
+    fclose(f);
+    /* external data is resolved relative to the model's directory */
+    char *dir = strdup(path);
+    char *slash = dir ? strrchr(dir, '/') : NULL;
+    if (slash) *slash = 0;
+    ck_status s = ck_frontend_load_buffer(buf, len, slash ? (dir[0] ? dir : "/") : ".", o, out, d);
+    free(dir);
+    free(buf);
+    return s;
+}

@@ -1,0 +1,238 @@
+/* ck_ir.h — ckptc's own intermediate representation, shared by every layer.
+ *
+ * The frontend builds a ck_graph from an ONNX file; the passes rewrite it; codegen reads it.
+ * Nothing here knows about protobuf. Everything a graph owns (nodes, values, attributes, names,
+ * constant data) lives in one arena: ck_graph_free releases all of it at once.
+ *
+ *   ck_graph *g = ck_graph_new();
+ *   ck_value *x = ck_graph_add_value(g, "x", CK_F32, 2, (int64_t[]){4, 8}, CK_ROLE_INPUT);
+ *   ck_node  *n = ck_graph_add_node(g, CK_OP_RELU, "/relu", 1, &x, 1);
+ *   ck_infer_node(n, &diag);        // fills n->out[0]'s dtype and shape
+ *   ck_graph_verify(g, &diag);      // every invariant, callable after any pass
+ *   ck_graph_free(g);
+ *
+ * Every op is declared once, in ops.def (name, arity, flags, shape-inference function). Errors a
+ * user can cause go into a ck_diag as one line each and come back as a ck_status; broken
+ * invariants go through CK_ASSERT.
+ */
+#ifndef CK_IR_H
+#define CK_IR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#define CK_VERSION "0.1.0"
+#define CK_MAX_RANK 8
+
+/* ---------------------------------------------------------------- status and diagnostics */
+
+typedef enum {
+    CK_OK = 0,
+    CK_ERR_IO,          /* file missing, unreadable, too large */
+    CK_ERR_PARSE,       /* not a valid ONNX protobuf */
+    CK_ERR_MODEL,       /* valid protobuf, invalid model (missing graph, bad opset, bad data) */
+    CK_ERR_UNSUPPORTED, /* op, dtype or attribute ckptc does not handle */
+    CK_ERR_SHAPE,       /* inconsistent shapes */
+    CK_ERR_USAGE,       /* bad flag or value */
+    CK_ERR_NOMEM,
+} ck_status;
+
+/* A list of user-facing messages, one line each. Owned by the caller; malloc-backed so it
+ * survives the graph it describes. */
+typedef struct ck_diag {
+    char **msg;
+    int n, cap;
+} ck_diag;
+
+void ck_diag_add(ck_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ck_diag_clear(ck_diag *d);
+const char *ck_status_name(ck_status s);
+
+void ck_assert_fail(const char *file, int line, const char *expr);
+#define CK_ASSERT(e) ((e) ? (void)0 : ck_assert_fail(__FILE__, __LINE__, #e))
+
+/* ---------------------------------------------------------------- arena */
+
+typedef struct ck_arena ck_arena;
+ck_arena *ck_arena_new(void);
+void *ck_arena_alloc(ck_arena *a, size_t size);            /* zeroed, 16-byte aligned; NULL on OOM */
+char *ck_arena_strdup(ck_arena *a, const char *s);
+char *ck_arena_strndup(ck_arena *a, const char *s, size_t n);
+size_t ck_arena_used(const ck_arena *a);
+void ck_arena_free(ck_arena *a);
+
+/* ---------------------------------------------------------------- dtypes */
+
+/*  enum      name       bytes  onnx code */
+#define CK_DTYPES(X)              \
+    X(UNDEF, "undefined", 0, 0)   \
+    X(F32,   "float32",   4, 1)   \
+    X(U8,    "uint8",     1, 2)   \
+    X(I8,    "int8",      1, 3)   \
+    X(I16,   "int16",     2, 5)   \
+    X(I32,   "int32",     4, 6)   \
+    X(I64,   "int64",     8, 7)   \
+    X(BOOL,  "bool",      1, 9)   \
+    X(F16,   "float16",   2, 10)  \
+    X(F64,   "float64",   8, 11)
+
+typedef enum {
+#define X(e, name, bytes, onnx) CK_##e,
+    CK_DTYPES(X)
+#undef X
+    CK_DTYPE_COUNT
+} ck_dtype;
+
+const char *ck_dtype_name(ck_dtype t);
+size_t ck_dtype_size(ck_dtype t);
+ck_dtype ck_dtype_from_onnx(int32_t code);   /* CK_UNDEF when unsupported */
+const char *ck_onnx_dtype_name(int32_t code); /* for messages about unsupported types */
+bool ck_dtype_is_float(ck_dtype t);
+bool ck_dtype_is_int(ck_dtype t);            /* signed/unsigned integers, not bool */
+
+/* ---------------------------------------------------------------- values */
+
+typedef enum {
+    CK_ROLE_INPUT,       /* fed by the user each step */
+    CK_ROLE_PARAM,       /* float initializer (trainability is decided by autodiff) */
+    CK_ROLE_BUFFER,      /* state updated by the step, not by the optimizer (BN running stats) */
+    CK_ROLE_CONST,       /* constant data: non-float initializers, Constant nodes, folded values */
+    CK_ROLE_ACTIVATION,  /* produced by a node */
+    CK_ROLE_GRAD,
+    CK_ROLE_OPT_STATE,
+} ck_role;
+const char *ck_role_name(ck_role r);
+
+typedef struct ck_node ck_node;
+
+typedef struct ck_value {
+    int id;
+    const char *name;           /* ONNX name; unique within the graph */
+    ck_dtype dtype;
+    int rank;
+    int64_t dims[CK_MAX_RANK];
+    ck_role role;
+    ck_node *producer;          /* NULL for inputs, params, buffers, consts */
+    void *data;                 /* host bytes (row-major) when known at compile time, else NULL */
+} ck_value;
+
+int64_t ck_value_numel(const ck_value *v);
+size_t ck_value_bytes(const ck_value *v);
+/* Element access on constant data, converting from the value's dtype. */
+int64_t ck_value_get_i(const ck_value *v, int64_t i);
+double ck_value_get_f(const ck_value *v, int64_t i);
+void ck_value_set_i(ck_value *v, int64_t i, int64_t x);
+void ck_value_set_f(ck_value *v, int64_t i, double x);
+/* "(2,3,4)" into buf; returns buf. */
+char *ck_shape_str(const ck_value *v, char *buf, size_t n);
+#define CK_SHAPE_STR_MAX 200
+
+/* ---------------------------------------------------------------- ops (declared in ops.def) */
+
+enum {
+    CK_OPF_DIFF = 1 << 0,        /* has a gradient rule (differentiable in its float inputs) */
+    CK_OPF_RECOMPUTABLE = 1 << 1,/* may be run again in a checkpointed backward */
+    CK_OPF_STATEFUL = 1 << 2,    /* updates state: never run twice */
+    CK_OPF_RANDOM = 1 << 3,      /* draws from the counter-based RNG */
+    CK_OPF_FOLD = 1 << 4,        /* the frontend can evaluate it on constants */
+};
+
+typedef enum {
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, infer) CK_OP_##e,
+#include "ops.def"
+#undef CK_OP
+    CK_OP_COUNT
+} ck_op;
+
+typedef ck_status (*ck_infer_fn)(ck_node *n, ck_diag *d);
+
+typedef struct ck_op_info {
+    const char *onnx_name;
+    int in_min, in_max, out_min, out_max;
+    unsigned flags;
+    ck_infer_fn infer;
+} ck_op_info;
+
+extern const ck_op_info ck_ops[CK_OP_COUNT];
+bool ck_op_from_name(const char *onnx_name, ck_op *op);
+
+/* ---------------------------------------------------------------- attributes */
+
+typedef enum { CK_ATTR_INT, CK_ATTR_FLOAT, CK_ATTR_STRING, CK_ATTR_INTS, CK_ATTR_FLOATS, CK_ATTR_TENSOR } ck_attr_kind;
+
+typedef struct ck_attr {
+    const char *name;
+    ck_attr_kind kind;
+    int64_t i;
+    float f;
+    const char *s;
+    int n;                 /* element count of ints / floats */
+    int64_t *ints;
+    float *floats;
+    ck_value *t;           /* a detached constant value (not in the graph's value list) */
+} ck_attr;
+
+/* ---------------------------------------------------------------- nodes and graph */
+
+struct ck_node {
+    int id;
+    ck_op op;
+    const char *name;      /* ONNX node name: its scope path, e.g. "/layers.3/fc1/Gemm" */
+    int n_in, n_out;
+    ck_value **in;         /* an absent optional input is NULL */
+    ck_value **out;        /* an absent optional output is NULL */
+    int n_attr;
+    ck_attr *attr;
+};
+
+typedef struct ck_graph {
+    ck_arena *arena;
+    ck_node **nodes;       /* in execution (topological) order */
+    int n_nodes, cap_nodes;
+    ck_value **values;     /* every value the graph uses, in creation order */
+    int n_values, cap_values;
+    ck_value **inputs;     /* user-fed inputs */
+    int n_inputs;
+    ck_value **outputs;
+    int n_outputs;
+    int next_node_id, next_value_id;
+    /* provenance */
+    const char *name, *producer_name, *producer_version;
+    int64_t ir_version, opset;
+    int onnx_nodes;        /* nodes in the file, Constants included, before folding */
+} ck_graph;
+
+ck_graph *ck_graph_new(void);
+void ck_graph_free(ck_graph *g);
+ck_value *ck_graph_add_value(ck_graph *g, const char *name, ck_dtype dt, int rank,
+                             const int64_t *dims, ck_role role);
+/* Creates n_out fresh ACTIVATION outputs (dtype/shape filled by ck_infer_node). */
+ck_node *ck_graph_add_node(ck_graph *g, ck_op op, const char *name, int n_in, ck_value **in, int n_out);
+void ck_node_add_attr(ck_graph *g, ck_node *n, ck_attr a);
+void ck_graph_set_outputs(ck_graph *g, int n, ck_value **outs);
+void ck_graph_set_inputs(ck_graph *g, int n, ck_value **ins);
+/* Drops nodes whose outputs reach no graph output, and values nothing uses. */
+void ck_graph_remove_dead(ck_graph *g);
+
+const ck_attr *ck_attr_find(const ck_node *n, const char *name);
+int64_t ck_attr_int(const ck_node *n, const char *name, int64_t dflt);
+float ck_attr_float(const ck_node *n, const char *name, float dflt);
+const char *ck_attr_str(const ck_node *n, const char *name, const char *dflt);
+
+/* ---------------------------------------------------------------- inference and checks */
+
+/* Validates arity, then calls the op's shape-inference function. Messages name the node, its
+ * op and the offending inputs with their shapes. */
+ck_status ck_infer_node(ck_node *n, ck_diag *d);
+/* Every value produced once, inputs defined before use, shapes consistent with inference. */
+ck_status ck_graph_verify(const ck_graph *g, ck_diag *d);
+
+/* ---------------------------------------------------------------- string map */
+
+typedef struct ck_map ck_map;
+ck_map *ck_map_new(ck_arena *a, int expected);
+void *ck_map_get(const ck_map *m, const char *key);
+void ck_map_put(ck_map *m, const char *key, void *val); /* key must outlive the map */
+
+#endif

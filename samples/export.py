@@ -1,0 +1,446 @@
+#!/usr/bin/python3
+# samples/export.py -- export the sample models ckptc is tested and benchmarked on.
+#
+# Rerun from the repository root with Debian's Python (it has torch, onnx, numpy):
+#
+#     /usr/bin/python3 samples/export.py
+#
+# It (re)writes, for each model NAME in mlp, gpt, bert, resnet, gpt_deep:
+#
+#   samples/NAME.onnx              the model, exported in TRAINING mode at opset 17 without constant
+#                                  folding, so Dropout and BatchNormalization keep their training
+#                                  semantics, shape subgraphs (Shape/Gather/Unsqueeze/Concat) stay in
+#                                  the graph, and initializers keep the PyTorch parameter names
+#                                  (e.g. `layers.0.fc1.weight`); node names carry the module scope
+#                                  (e.g. `/layers.3/fc1/Gemm`). Every initializer equals the fresh
+#                                  model's state_dict entry (tracing runs one training-mode forward
+#                                  that bumps BatchNorm running stats; we put the initial ones back).
+#   samples/NAME.json              input/output names, dtypes and shapes (plus the symbolic dim
+#                                  bindings, e.g. {"batch": 8} for mlp), node count, op_type
+#                                  histogram, opset, checker result, a few node names, and a note on
+#                                  how the reference output was computed.
+#   samples/NAME.in.INPUT.npy      a fixed example input,
+#   samples/NAME.out.OUTPUT.npy    PyTorch's output for that input with dropout disabled (p = 0) and
+#                                  everything else, BatchNorm included, in training mode.
+#
+# Everything is seeded (weights and example inputs), so a rerun writes the same bytes.
+# The models are small on purpose (every .onnx is well under 1 MB).
+
+import copy
+import collections
+import json
+import math
+import os
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OPSET = 17
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------
+
+class ResidualBlock(nn.Module):
+    """x + fc2(relu(fc1(x)))"""
+
+    def __init__(self, d, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(d, hidden)
+        self.fc2 = nn.Linear(hidden, d)
+
+    def forward(self, x):
+        return x + self.fc2(F.relu(self.fc1(x)))
+
+
+class ResidualMLP(nn.Module):
+    def __init__(self, d_in=64, hidden=128, n_layers=4, n_classes=10):
+        super().__init__()
+        self.layers = nn.ModuleList([ResidualBlock(d_in, hidden) for _ in range(n_layers)])
+        self.head = nn.Linear(d_in, n_classes)
+
+    def forward(self, x):                      # x: (B, 64)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)                    # (B, 10)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention written out by hand (one fused qkv projection)."""
+
+    def __init__(self, d_model, n_head, block_size, dropout):
+        super().__init__()
+        assert d_model % n_head == 0
+        self.n_head = n_head
+        self.head_dim = d_model // n_head
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.attn_drop = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.tril(torch.ones(block_size, block_size))
+                             .view(1, 1, block_size, block_size))
+
+    def forward(self, x):                      # x: (B, T, C)
+        B, T, C = x.size()
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)   # (B, nh, T, hd)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)      # (B, nh, T, T)
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_drop(att)
+        y = att @ v                                                      # (B, nh, T, hd)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)                 # merge heads
+        return self.proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, d_model):
+        super().__init__()
+        self.fc = nn.Linear(d_model, 4 * d_model)
+        self.act = nn.GELU()
+        self.proj = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, x):
+        return self.proj(self.act(self.fc(x)))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, d_model, n_head, block_size, dropout):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, n_head, block_size, dropout)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = MLP(d_model)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        x = x + self.mlp(self.ln2(x))
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=97, block_size=16, d_model=32, n_head=4, n_layer=2, dropout=0.1):
+        super().__init__()
+        self.tok_emb = nn.Embedding(vocab, d_model)
+        self.pos_emb = nn.Embedding(block_size, d_model)
+        self.blocks = nn.ModuleList([GPTBlock(d_model, n_head, block_size, dropout)
+                                     for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab)
+
+    def forward(self, idx):                    # idx: (B, T) int64
+        B, T = idx.size()
+        pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
+        x = self.tok_emb(idx) + self.pos_emb(pos)
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))      # (B, T, vocab)
+
+
+class BERT(nn.Module):
+    """Encoder: embeddings + nn.TransformerEncoderLayer x n_layer + classifier on token 0."""
+
+    def __init__(self, vocab=97, max_len=12, d_model=32, n_head=4, d_ff=64, n_layer=2,
+                 n_classes=3, dropout=0.1):
+        super().__init__()
+        self.tok_emb = nn.Embedding(vocab, d_model)
+        self.pos_emb = nn.Embedding(max_len, d_model)
+        self.layers = nn.ModuleList([
+            nn.TransformerEncoderLayer(d_model=d_model, nhead=n_head, dim_feedforward=d_ff,
+                                       dropout=dropout, batch_first=True)
+            for _ in range(n_layer)])
+        self.classifier = nn.Linear(d_model, n_classes)
+
+    def forward(self, idx):                    # idx: (B, T) int64
+        B, T = idx.size()
+        pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
+        x = self.tok_emb(idx) + self.pos_emb(pos)
+        for layer in self.layers:
+            x = layer(x)
+        return self.classifier(x[:, 0])        # (B, n_classes)
+
+
+class BasicBlock(nn.Module):
+    """torchvision-style BasicBlock: conv-bn-relu-conv-bn + shortcut, then relu."""
+
+    def __init__(self, c_in, c_out, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.downsample = None
+        if stride != 1 or c_in != c_out:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False),
+                nn.BatchNorm2d(c_out))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + identity)
+
+
+class ResNet(nn.Module):
+    def __init__(self, n_classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.layer1 = nn.Sequential(BasicBlock(8, 8), BasicBlock(8, 8))
+        self.layer2 = nn.Sequential(BasicBlock(8, 16, stride=2), BasicBlock(16, 16))
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Linear(16, n_classes)
+
+    def forward(self, x):                      # x: (B, 3, 16, 16)
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))   # (B, 8, 8, 8)
+        x = self.layer1(x)                                     # (B, 8, 8, 8)
+        x = self.layer2(x)                                     # (B, 16, 4, 4)
+        return self.fc(self.flatten(self.avgpool(x)))          # (B, 10)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sample table: name -> how to build the model and its example input
+# ---------------------------------------------------------------------------------------------
+
+def tokens(gen, shape, vocab=97):
+    return torch.randint(0, vocab, shape, generator=gen, dtype=torch.long)
+
+
+SAMPLES = [
+    # name, model factory, input names, example-input factory, output names, dynamic axes, dims
+    dict(name="mlp", model=lambda: ResidualMLP(),
+         inputs=["x"], example=lambda g: [torch.randn(8, 64, generator=g)],
+         outputs=["logits"],
+         dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}}, dims={"batch": 8}),
+    dict(name="gpt", model=lambda: GPT(n_layer=2),
+         inputs=["idx"], example=lambda g: [tokens(g, (2, 16))],
+         outputs=["logits"], dynamic_axes=None, dims={}),
+    dict(name="bert", model=lambda: BERT(),
+         inputs=["idx"], example=lambda g: [tokens(g, (2, 12))],
+         outputs=["logits"], dynamic_axes=None, dims={}),
+    dict(name="resnet", model=lambda: ResNet(),
+         inputs=["x"], example=lambda g: [torch.randn(2, 3, 16, 16, generator=g)],
+         outputs=["logits"], dynamic_axes=None, dims={}),
+    dict(name="gpt_deep", model=lambda: GPT(n_layer=12),
+         inputs=["idx"], example=lambda g: [tokens(g, (2, 16))],
+         outputs=["logits"], dynamic_axes=None, dims={}),
+]
+
+REFERENCE_NOTE = (
+    "Reference output = PyTorch forward of a deep copy of the freshly initialised model, the "
+    "whole copy in training mode (model.train(), so BatchNorm normalises with the batch "
+    "statistics), with every dropout disabled by setting its probability to 0 (nn.Dropout.p = 0 "
+    "and, inside nn.TransformerEncoderLayer, nn.MultiheadAttention.dropout = 0.0); computed "
+    "under torch.no_grad(), float32, CPU. To compare, run the ONNX graph with Dropout ratio 0 "
+    "(or Dropout as identity) and BatchNormalization with training_mode=1.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+def disable_dropout(model):
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+        if isinstance(m, nn.MultiheadAttention):
+            m.dropout = 0.0
+    return model
+
+
+def onnx_dims(value_info):
+    """Shape of an ONNX ValueInfo as a list of ints / dim_param strings (None if unknown)."""
+    t = value_info.type.tensor_type
+    if not t.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim]
+
+
+def onnx_dtype(value_info):
+    """(numpy dtype name, ONNX TensorProto.DataType name, ONNX elem_type number)"""
+    elem = value_info.type.tensor_type.elem_type
+    return (np.dtype(onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[elem]).name,
+            onnx.TensorProto.DataType.Name(elem), elem)
+
+
+def restore_initializers(proto, state):
+    """Make every initializer equal the freshly initialised model's state_dict entry.
+
+    Tracing runs one forward in training mode, and BatchNorm updates running_mean/running_var
+    in place before the exporter copies them, so the exported running stats would be one update
+    ahead of the PyTorch model. Put the initial values back. Returns the names that changed."""
+    changed = []
+    for t in proto.graph.initializer:
+        if t.name not in state:
+            continue
+        want = state[t.name].detach().numpy()
+        have = onnx.numpy_helper.to_array(t)
+        if have.shape != want.shape or have.dtype != want.dtype:
+            raise SystemExit("initializer %s: %s %s vs state_dict %s %s"
+                             % (t.name, have.shape, have.dtype, want.shape, want.dtype))
+        if not np.array_equal(have, want):
+            t.CopyFrom(onnx.numpy_helper.from_array(want, t.name))
+            changed.append(t.name)
+    return changed
+
+
+def bind(dims, binding):
+    return [binding.get(d, d) if isinstance(d, str) else d for d in dims]
+
+
+def check(model_proto):
+    try:
+        onnx.checker.check_model(model_proto)
+        checker = "pass"
+    except Exception as e:  # noqa: BLE001 -- record whatever the checker says
+        checker = "fail: %s" % e
+    try:
+        onnx.shape_inference.infer_shapes(model_proto, check_type=True, strict_mode=True)
+        infer = "pass"
+    except Exception as e:  # noqa: BLE001
+        infer = "fail: %s" % str(e).splitlines()[0]
+    return checker, infer
+
+
+def export_one(spec):
+    name = spec["name"]
+    torch.manual_seed(0)
+    model = spec["model"]().train()
+    gen = torch.Generator().manual_seed(1234)
+    example = spec["example"](gen)
+
+    # Reference: dropout off, everything else (BatchNorm) in training mode. Done on copies
+    # before export so that no forward pass (tracing runs one) touches the model's buffers.
+    ref_model = disable_dropout(copy.deepcopy(model)).train()
+    with torch.no_grad():
+        ref_out = ref_model(*example)
+    # Output shape/dtype as PyTorch sees it in plain train mode (dropout on).
+    with torch.no_grad():
+        train_out = copy.deepcopy(model).train()(*example)
+
+    path = os.path.join(HERE, name + ".onnx")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.onnx.export(copy.deepcopy(model), tuple(example), path,
+                          export_params=True,
+                          training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False,
+                          opset_version=OPSET,
+                          input_names=spec["inputs"],
+                          output_names=spec["outputs"],
+                          dynamic_axes=spec["dynamic_axes"])
+    export_warnings = sorted({"%s: %s" % (w.category.__name__, str(w.message).strip())
+                              for w in caught})
+    # Where each warning came from (printed only: the paths are machine-specific).
+    for where in sorted({"%s:%d" % (w.filename, w.lineno) for w in caught}):
+        print("   [%s] warning raised at %s" % (name, where))
+
+    proto = onnx.load(path)
+    state = model.state_dict()
+    restored = restore_initializers(proto, state)
+    if restored:
+        onnx.save(proto, path)
+    g = proto.graph
+    hist = collections.Counter(n.op_type for n in g.node)
+    checker, infer = check(proto)
+    unnamed = [i for i, n in enumerate(g.node) if not n.name]
+    names = [n.name for n in g.node]
+    dim_params = sorted({d for vi in list(g.input) + list(g.output) + list(g.value_info)
+                         for d in (onnx_dims(vi) or []) if isinstance(d, str)})
+    init_names = {t.name for t in g.initializer}
+    opset = {(o.domain or "ai.onnx"): o.version for o in proto.opset_import}
+
+    for nm, t in zip(spec["inputs"], example):
+        np.save(os.path.join(HERE, "%s.in.%s.npy" % (name, nm)), t.numpy())
+    for nm, t in zip(spec["outputs"], [ref_out]):
+        np.save(os.path.join(HERE, "%s.out.%s.npy" % (name, nm)), t.numpy())
+
+    graph_inputs = {vi.name: vi for vi in g.input if vi.name not in init_names}
+    info = {
+        "model": name,
+        "file": name + ".onnx",
+        "producer": "%s %s" % (proto.producer_name, proto.producer_version),
+        "ir_version": proto.ir_version,
+        "opset": opset,
+        "dims": spec["dims"],
+        "inputs": [],
+        "outputs": [],
+        "reference_note": REFERENCE_NOTE,
+        "reference_files": {
+            "inputs": {nm: "%s.in.%s.npy" % (name, nm) for nm in spec["inputs"]},
+            "outputs": {nm: "%s.out.%s.npy" % (name, nm) for nm in spec["outputs"]},
+        },
+        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "num_initializers": len(g.initializer),
+        "initializers_not_in_state_dict": sorted({t.name for t in g.initializer} - set(state)),
+        "state_dict_entries_not_exported": sorted(set(state) - {t.name for t in g.initializer}),
+        "initializers_restored_after_trace": restored,
+        "unscoped_node_names": sum(1 for n in g.node if not n.name.startswith("/")),
+        "node_count": len(g.node),
+        "op_types": dict(sorted(hist.items())),
+        "checker": checker,
+        "strict_shape_inference": infer,
+        "all_nodes_named": not unnamed,
+        "node_names_unique": len(set(names)) == len(names),
+        "dim_params": dim_params,
+        "sample_node_names": names[:3] + names[len(names) // 2: len(names) // 2 + 3] + names[-3:],
+        "export_warnings": export_warnings,
+    }
+    for nm, t in zip(spec["inputs"], example):
+        vi = graph_inputs[nm]
+        dt, odt, elem = onnx_dtype(vi)
+        info["inputs"].append({"name": nm, "dtype": dt, "onnx_dtype": odt, "onnx_elem_type": elem,
+                               "shape": bind(onnx_dims(vi), spec["dims"]),
+                               "onnx_shape": onnx_dims(vi),
+                               "torch_shape": list(t.shape), "torch_dtype": str(t.dtype)})
+    for nm, t in zip(spec["outputs"], [train_out]):
+        vi = next(o for o in g.output if o.name == nm)
+        dt, odt, elem = onnx_dtype(vi)
+        info["outputs"].append({"name": nm, "dtype": dt, "onnx_dtype": odt, "onnx_elem_type": elem,
+                                "shape": list(t.shape), "torch_dtype": str(t.dtype),
+                                "onnx_shape": onnx_dims(vi)})
+    extra_outputs = [o.name for o in g.output if o.name not in spec["outputs"]]
+    if extra_outputs:
+        info["extra_graph_outputs"] = extra_outputs
+
+    with open(os.path.join(HERE, name + ".json"), "w") as f:
+        json.dump(info, f, indent=2, sort_keys=False)
+        f.write("\n")
+
+    print("== %s: %d nodes, opset %s, checker %s, strict shape inference %s, %.1f KB"
+          % (name, len(g.node), opset, checker, infer, os.path.getsize(path) / 1024))
+    print("   ops: " + ", ".join("%s=%d" % kv for kv in sorted(hist.items())))
+    print("   inputs: %s  outputs: %s  dim_params: %s"
+          % ([(i["name"], i["dtype"], i["onnx_shape"]) for i in info["inputs"]],
+             [(o["name"], o["dtype"], o["shape"]) for o in info["outputs"]], dim_params))
+    print("   all nodes named: %s (unique: %s)" % (not unnamed, info["node_names_unique"]))
+    for n in info["sample_node_names"]:
+        print("     " + n)
+    for w in export_warnings:
+        print("   warning: " + w.splitlines()[0][:200])
+    return not unnamed and checker == "pass"
+
+
+def main():
+    ok = True
+    for spec in SAMPLES:
+        ok &= export_one(spec)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
