@@ -239,10 +239,7 @@ static int cmd_inspect(int argc, char **argv) {
         default: return user_error("unknown option '%s' for inspect (see ckptc inspect --help)", argv[optind - 1]);
         }
     }
-    if (optind >= argc) {
-        fputs(usage_inspect, stderr);
-        return user_error("inspect: missing MODEL.onnx");
-    }
+    if (optind >= argc) return user_error("inspect: missing MODEL.onnx (see ckptc inspect --help)");
     if (optind + 1 < argc) return user_error("inspect: unexpected argument '%s' (one model at a time)", argv[optind + 1]);
     const char *path = argv[optind];
     ck_load_options o = {.dims = dims, .n_dims = n_dims};

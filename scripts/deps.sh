@@ -1,0 +1,26 @@
+#!/bin/sh
+# deps.sh — installs the Debian 12 packages ckptc needs, only those that are missing.
+#   scripts/deps.sh          build dependencies
+#   scripts/deps.sh --test   build + test dependencies (Python's onnx for the ONNX node tests)
+# As root it runs apt-get; otherwise it prints the exact command to run and stops.
+set -eu
+pkgs="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev check libopenblas-dev"
+if [ "${1:-}" = "--test" ]; then
+    pkgs="$pkgs python3 python3-onnx python3-numpy"
+fi
+missing=""
+for p in $pkgs; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+    echo "ckptc: missing Debian packages:$missing" >&2
+    echo "install them with:  sudo apt-get update && sudo apt-get install -y$missing" >&2
+    exit 1
+fi
+echo "ckptc: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends $missing

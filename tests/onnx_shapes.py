@@ -1,0 +1,340 @@
+#!/usr/bin/python3
+"""onnx_shapes.py — conformance of ckptc's loader + static shape inference against the official
+ONNX backend node tests (a reference nobody on the team wrote).
+
+    /usr/bin/python3 tests/onnx_shapes.py CKPTC_BINARY WORKDIR [--report FILE] [--jobs N]
+
+For every node test (node/test_NAME/model.onnx with test_data_set_0/{input,output}_*.pb) this runs
+`ckptc inspect model.onnx --json` and compares what ckptc inferred with the reference tensors:
+
+  PASS  exit 0, every graph input and output has the dtype and shape of its .pb tensor
+  FAIL  exit 0 but a dtype/shape differs, or ckptc crashed (exit not 0/2), timed out, or printed
+        JSON we cannot read
+  SKIP  exit 2: ckptc refused the model with a message (first error line kept as the reason).
+        A refusal of a model whose ops are all in ir/ops.def (or Constant) is also counted as
+        "rejected-supported-op": not a failure, but listed in the report for review (a missing
+        feature, or a legitimate refusal such as a string dtype or a data-dependent shape).
+
+Symbolic input dims (dim_param) are bound with `--dim NAME=N` from the shapes of the test's input
+tensors (graph input i <-> input_i.pb). Test data comes from Debian's python3-onnx: the installed
+copy under onnx/backend/test/data/node when it exists, else `onnx.backend.test.cmd_tools
+generate-data -o WORKDIR` (about 5 s; the generated data is never committed).
+
+Writes a per-op table and the lists of failures and rejected-supported-op cases to
+tests/onnx_node_tests.md (or --report FILE); the last stdout line is `N passed, N failed, N skipped`.
+Exit status 1 if anything FAILed, else 0.
+"""
+import os
+import sys
+
+# Debian 12's python3-onnx (1.12) still uses numpy aliases that numpy 1.24 removed
+# (np.float and np.object are hit by the node-test generators; int/bool for good measure).
+# They must exist before onnx is imported.
+import warnings
+warnings.filterwarnings("ignore", category=FutureWarning)
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+import numpy as np  # noqa: E402
+for _alias, _typ in (("float", float), ("int", int), ("bool", bool), ("object", object)):
+    if _alias not in np.__dict__:
+        setattr(np, _alias, _typ)
+
+try:
+    import onnx  # noqa: E402
+    from onnx import TensorProto  # noqa: E402
+except ImportError:
+    # the python3 on PATH may be a pyenv interpreter without onnx: use Debian's
+    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    raise
+
+import argparse  # noqa: E402
+import collections  # noqa: E402
+import datetime  # noqa: E402
+import glob  # noqa: E402
+import json  # noqa: E402
+import multiprocessing  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INSTALLED_DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
+TIMEOUT_S = 20
+
+# ONNX element type -> ckptc's dtype name (the rest print as ONNX spells them, lower case)
+DTYPE_NAMES = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
+               TensorProto.INT64: "int64", TensorProto.INT32: "int32", TensorProto.INT16: "int16",
+               TensorProto.INT8: "int8", TensorProto.UINT8: "uint8", TensorProto.BOOL: "bool"}
+
+
+def dtype_name(code):
+    if code in DTYPE_NAMES:
+        return DTYPE_NAMES[code]
+    try:
+        return TensorProto.DataType.Name(code).lower()
+    except ValueError:
+        return "code%d" % code
+
+
+def supported_ops():
+    """ONNX op names from ir/ops.def, plus Constant (the loader turns it into a value)."""
+    with open(os.path.join(ROOT, "ir", "ops.def")) as f:
+        ops = set(re.findall(r'^\s*CK_OP\(\s*\w+\s*,\s*"(\w+)"', f.read(), re.M))
+    return ops | {"Constant"}
+
+
+# ---------------------------------------------------------------- test data
+
+def node_data_dir(workdir):
+    """Directory holding test_*/ for the node tests: the installed copy, else generated data."""
+    if len(glob.glob(os.path.join(INSTALLED_DATA, "test_*", "model.onnx"))) > 100:
+        return INSTALLED_DATA
+    out = os.path.join(workdir, "node")
+    stamp = os.path.join(workdir, "GENERATED_BY_ONNX_" + onnx.__version__)
+    if not os.path.exists(stamp) or not glob.glob(os.path.join(out, "test_*", "model.onnx")):
+        print("generating the ONNX %s backend test data into %s ..." % (onnx.__version__, workdir), flush=True)
+        os.makedirs(workdir, exist_ok=True)
+        from onnx.backend.test import cmd_tools
+        saved = sys.argv
+        sys.argv = ["backend-test-tools", "generate-data", "-o", workdir]
+        try:
+            cmd_tools.main()
+        finally:
+            sys.argv = saved
+        open(stamp, "w").close()
+    return out
+
+
+def load_tensor(path):
+    """(dtype name, shape) of a TensorProto file, or None when it is not a plain tensor."""
+    t = TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return dtype_name(t.data_type), list(t.dims)
+
+
+def walk_ops(graph, acc):
+    for n in graph.node:
+        acc.add(n.op_type if n.domain in ("", "ai.onnx") else "%s:%s" % (n.domain, n.op_type))
+        for a in n.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                walk_ops(g, acc)
+    return acc
+
+
+# ---------------------------------------------------------------- one test
+
+def run_one(job):
+    """Runs ckptc on one test directory; returns a result dict (picklable)."""
+    ckptc, tdir, supported = job
+    name = os.path.basename(tdir)
+    res = {"name": name, "ops": [], "status": None, "reason": "", "details": [], "rejected_supported": False}
+    model = onnx.load(os.path.join(tdir, "model.onnx"))
+    g = model.graph
+    res["ops"] = sorted(walk_ops(g, set()))
+    res["top_ops"] = sorted({n.op_type for n in g.node})
+    ds = os.path.join(tdir, "test_data_set_0")
+
+    # graph inputs (initializers listed as inputs are not user inputs) with their reference tensors
+    inits = {t.name for t in g.initializer}
+    expected_in, dims, dyn_problems = [], {}, []
+    for i, vi in enumerate(g.input):
+        pb = os.path.join(ds, "input_%d.pb" % i)
+        is_tensor = vi.type.HasField("tensor_type")
+        ref = load_tensor(pb) if is_tensor and os.path.exists(pb) else None
+        if vi.name in inits:
+            continue
+        expected_in.append((vi.name, ref))
+        if not is_tensor or not vi.type.tensor_type.HasField("shape"):
+            continue
+        for k, dm in enumerate(vi.type.tensor_type.shape.dim):
+            if not dm.HasField("dim_param") or dm.HasField("dim_value"):
+                continue
+            if ref is None or k >= len(ref[1]):
+                dyn_problems.append("no reference tensor for symbolic dim '%s' of '%s'" % (dm.dim_param, vi.name))
+            elif dims.setdefault(dm.dim_param, ref[1][k]) != ref[1][k]:
+                dyn_problems.append("symbolic dim '%s' is %d and %d in the test data" %
+                                    (dm.dim_param, dims[dm.dim_param], ref[1][k]))
+    expected_out = []
+    for i, vi in enumerate(g.output):
+        pb = os.path.join(ds, "output_%d.pb" % i)
+        ok = vi.type.HasField("tensor_type") and os.path.exists(pb)
+        expected_out.append((vi.name, load_tensor(pb) if ok else None))
+
+    cmd = [ckptc, "inspect", os.path.join(tdir, "model.onnx"), "--json"]
+    for k, v in sorted(dims.items()):
+        cmd += ["--dim", "%s=%d" % (k, v)]
+    res["cmd"] = " ".join(cmd)
+    res["bound"] = dict(dims)
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        res.update(status="FAIL", reason="timeout after %d s" % TIMEOUT_S)
+        return res
+    err_lines = [ln for ln in p.stderr.decode(errors="replace").splitlines() if ln.strip()]
+    if p.returncode == 2:
+        first = next((ln for ln in err_lines if "ckptc: error:" in ln), err_lines[0] if err_lines else "(no message)")
+        # drop "ckptc: error: /path/model.onnx: " so reasons group across tests
+        first = re.sub(r"^ckptc: error: (\S*model\.onnx: )?", "", first)
+        res.update(status="SKIP", reason=first)
+        if dyn_problems:
+            res["reason"] = "dynamic: %s; ckptc: %s" % ("; ".join(dyn_problems), first)
+        res["rejected_supported"] = all(op in supported for op in res["ops"])
+        return res
+    if p.returncode != 0:
+        sig = " (signal %d)" % -p.returncode if p.returncode < 0 else ""
+        res.update(status="FAIL", reason="crash: exit %d%s" % (p.returncode, sig),
+                   details=err_lines[-5:])
+        return res
+    try:
+        j = json.loads(p.stdout.decode())
+    except ValueError as e:
+        res.update(status="FAIL", reason="exit 0 but unreadable JSON: %s" % e)
+        return res
+
+    # compare inputs and outputs, in graph order
+    diffs = []
+    for what, exp, got in (("input", expected_in, j.get("inputs", [])), ("output", expected_out, j.get("outputs", []))):
+        if len(exp) != len(got):
+            diffs.append("%d graph %ss, ckptc reports %d" % (len(exp), what, len(got)))
+        for (name, ref), v in zip(exp, got):
+            if v.get("name") != name:
+                diffs.append("%s '%s': ckptc reports '%s' at its position" % (what, name, v.get("name")))
+            if ref is None:
+                if what == "output":
+                    diffs.append("output '%s' has no tensor reference, ckptc says %s%s" % (name, v.get("dtype"), v.get("shape")))
+                continue
+            if (v.get("dtype"), v.get("shape")) != ref:
+                diffs.append("%s '%s': ckptc %s %s, expected %s %s" %
+                             (what, name, v.get("dtype"), v.get("shape"), ref[0], ref[1]))
+    if diffs:
+        res.update(status="FAIL", reason=diffs[0], details=diffs)
+    else:
+        res.update(status="PASS")
+    return res
+
+
+# ---------------------------------------------------------------- report
+
+def reason_group(reason):
+    """A coarse key for grouping refusal messages: names, numbers and shapes removed."""
+    r = re.sub(r"^node '[^']*' \(([^)]*)\): ", r"\1: ", reason)
+    r = re.sub(r"'[^']*'", "'…'", r)
+    r = re.sub(r"\([0-9,]*\)", "(…)", r)
+    r = re.sub(r"-?\d+", "N", r)
+    return r
+
+
+def write_report(path, results, supported, data_dir, ckptc):
+    counts = collections.Counter(r["status"] for r in results)
+    rej = [r for r in results if r["rejected_supported"]]
+    fails = [r for r in results if r["status"] == "FAIL"]
+    by_op = collections.defaultdict(collections.Counter)
+    for r in results:
+        for op in r["ops"]:
+            by_op[op][r["status"]] += 1
+            if r["rejected_supported"]:
+                by_op[op]["REJ"] += 1
+    L = []
+    L.append("# ONNX backend node tests: ckptc loader + static shape inference\n")
+    L.append("Generated by `tests/onnx_shapes.py` on %s (%s) from the node tests of ONNX %s (`%s`), "
+             "running `%s inspect MODEL --json` on each and comparing the graph inputs' and outputs' "
+             "dtypes and shapes with `test_data_set_0/{input,output}_*.pb`. Symbolic input dims are bound "
+             "with `--dim` from the input tensors. Do not edit by hand: rerun the script.\n" %
+             (datetime.date.today().isoformat(), datetime.datetime.now().strftime("%H:%M"), onnx.__version__,
+              data_dir, os.path.relpath(ckptc, ROOT) if ckptc.startswith(ROOT) else ckptc))
+    L.append("- PASS: exit 0 and every input/output dtype and shape match the reference.")
+    L.append("- FAIL: exit 0 with a mismatch, or a crash (exit neither 0 nor 2), a timeout (%d s) or bad JSON." % TIMEOUT_S)
+    L.append("- SKIP: exit 2, ckptc refused the model with a message. *rejected-supported-op* is the subset "
+             "of SKIPs whose ops are all in `ir/ops.def` (or Constant): to review, not failures.\n")
+    L.append("**%d tests: %d passed, %d failed, %d skipped (%d of them rejected-supported-op).**\n" %
+             (len(results), counts["PASS"], counts["FAIL"], counts["SKIP"], len(rej)))
+
+    L.append("## Failures\n")
+    if not fails:
+        L.append("None.\n")
+    for r in sorted(fails, key=lambda r: r["name"]):
+        L.append("- `%s` (%s): %s" % (r["name"], ", ".join(r["ops"]), r["reason"]))
+        for dl in r["details"][1:]:
+            L.append("  - %s" % dl)
+    L.append("")
+
+    L.append("## Rejected although every op is supported (%d)\n" % len(rej))
+    groups = collections.defaultdict(list)
+    for r in rej:
+        groups[reason_group(r["reason"])].append(r)
+    for key, rs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        L.append("### %s (%d)\n" % (key, len(rs)))
+        for r in sorted(rs, key=lambda r: r["name"]):
+            L.append("- `%s`: %s" % (r["name"], r["reason"]))
+        L.append("")
+
+    L.append("## Per op\n")
+    L.append("A test counts once for every distinct op in its model (expanded function tests use many ops). "
+             "`rej` is the rejected-supported-op part of `skip`.\n")
+    L.append("| op | in ops.def | pass | fail | skip | rej |")
+    L.append("|---|---|---:|---:|---:|---:|")
+    order = sorted(by_op, key=lambda op: (op not in supported, op.lower()))
+    for op in order:
+        c = by_op[op]
+        L.append("| %s | %s | %d | %d | %d | %d |" % (op, "yes" if op in supported else "", c["PASS"], c["FAIL"],
+                                                      c["SKIP"], c["REJ"]))
+    L.append("")
+
+    L.append("## Skip reasons (all skips, grouped)\n")
+    sk = collections.Counter()
+    for r in results:
+        if r["status"] == "SKIP":
+            m = re.search(r"op (\S+) \(domain '[^']*', opset \d+\) is not supported", r["reason"])
+            sk["op not supported: " + m.group(1) if m else reason_group(r["reason"])] += 1
+    L.append("| count | reason |")
+    L.append("|---:|---|")
+    for k, v in sorted(sk.items(), key=lambda kv: (-kv[1], kv[0])):
+        L.append("| %d | %s |" % (v, k.replace("|", "\\|")))
+    L.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(L))
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("ckptc", help="path to the ckptc binary")
+    ap.add_argument("workdir", help="where test data is generated when it is not installed")
+    ap.add_argument("--report", default=os.path.join(ROOT, "tests", "onnx_node_tests.md"))
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("-k", dest="filter", default=None, help="only tests whose name contains this")
+    a = ap.parse_args()
+    ckptc = os.path.abspath(a.ckptc)
+    if not os.access(ckptc, os.X_OK):
+        sys.exit("onnx_shapes.py: %s is not an executable" % ckptc)
+    data = node_data_dir(os.path.abspath(a.workdir))
+    tests = sorted(d for d in glob.glob(os.path.join(data, "test_*")) if os.path.exists(os.path.join(d, "model.onnx")))
+    if a.filter:
+        tests = [t for t in tests if a.filter in os.path.basename(t)]
+    if not tests:
+        sys.exit("onnx_shapes.py: no node tests found under %s" % data)
+    sup = supported_ops()
+    with multiprocessing.Pool(a.jobs) as pool:
+        results = pool.map(run_one, [(ckptc, t, sup) for t in tests], chunksize=8)
+
+    for r in results:
+        if r["status"] == "FAIL":
+            print("FAIL %s: %s" % (r["name"], r["reason"]))
+            for dl in r["details"][1:]:
+                print("     %s" % dl)
+    rej = [r for r in results if r["rejected_supported"]]
+    if rej:
+        print("\nrejected although every op is supported (%d; counted as skipped, see the report):" % len(rej))
+        for r in rej:
+            print("  %s: %s" % (r["name"], r["reason"]))
+    write_report(a.report, results, sup, data, ckptc)
+    c = collections.Counter(r["status"] for r in results)
+    print("\nreport: %s" % a.report)
+    print("rejected-supported-op: %d (included in skipped)" % len(rej))
+    print("%d passed, %d failed, %d skipped" % (c["PASS"], c["FAIL"], c["SKIP"]))
+    return 1 if c["FAIL"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
