@@ -1,12 +1,19 @@
 /* ckptc.c — the command line: parses flags, calls the layers in order, prints results.
  *
+ *   ckptc MODEL.onnx --infer -o DIR [--dim NAME=N]... [--disable-dropout]
  *   ckptc inspect MODEL.onnx [--dim NAME=N]... [--json]
+ *
+ * compile() is the whole compiler in one straight-line function: load -> passes -> codegen.
  *
  * User errors (bad file, unsupported op, bad shape, bad flag) print one line per problem on
  * stderr, prefixed "ckptc: error:", and exit with status 2. Broken invariants abort through
  * CK_ASSERT. Nothing here knows about protobuf.
  */
+#include "ck_codegen.h"
 #include "ck_frontend.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <getopt.h>
 #include <stdarg.h>
@@ -24,12 +31,24 @@ static const char *usage_main =
     "cut by checkpointing and offload.\n"
     "\n"
     "commands:\n"
+    "  MODEL.onnx --infer -o DIR\n"
+    "                       compile the forward pass into DIR (model.c, weights.bin, plan.json,\n"
+    "                       Makefile); `make -C DIR` builds DIR/model\n"
     "  inspect MODEL.onnx   load a model, fold its shape subgraphs, infer every shape and print\n"
     "                       opset, producer, inputs/outputs, parameters, op histogram and nodes\n"
     "\n"
     "options:\n"
     "  -h, --help           show this help (or `ckptc COMMAND --help`)\n"
     "  -V, --version        print the version\n";
+
+static const char *usage_compile =
+    "usage: ckptc MODEL.onnx --infer -o DIR [--dim NAME=N]... [--disable-dropout]\n"
+    "\n"
+    "  -o, --output DIR     write model.c, weights.bin, plan.json and Makefile into DIR\n"
+    "  --infer              compile the forward pass only (training is not available yet)\n"
+    "  --dim NAME=N         bind the symbolic input dimension NAME to N\n"
+    "  --disable-dropout    treat every Dropout as the identity\n"
+    "  -h, --help           show this help\n";
 
 static const char *usage_inspect =
     "usage: ckptc inspect MODEL.onnx [--dim NAME=N]... [--json]\n"
@@ -259,6 +278,90 @@ static int cmd_inspect(int argc, char **argv) {
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
+/* Where the generated Makefile finds libckrt: this build tree when ckptc runs from it, else
+ * the install prefix. */
+static void ckrt_paths(char *inc, char *lib, size_t n) {
+    char exe[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[k > 0 ? k : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/runtime/libckrt.a", exe);
+    struct stat st;
+    if (k > 0 && stat(probe, &st) == 0 && strcmp(exe, CK_BINARY_DIR) == 0) {
+        snprintf(inc, n, "%s/runtime", CK_SOURCE_DIR);
+        snprintf(lib, n, "%s/runtime", CK_BINARY_DIR);
+    } else {
+        snprintf(inc, n, "%s/include/ckptc", CK_INSTALL_PREFIX);
+        snprintf(lib, n, "%s/lib", CK_INSTALL_PREFIX);
+    }
+}
+
+/* The whole compiler: load, passes, codegen. */
+static ck_status compile(const char *path, const ck_load_options *lo, const ck_options *o, const ck_codegen_options *co,
+                         ck_diag *d) {
+    ck_graph *g = NULL;
+    ck_status st = ck_frontend_load(path, lo, &g, d);
+    if (!st) st = ck_codegen_check(g, o, d); /* reject what cannot run before any work */
+    if (!st) st = ck_pass_plan(g, o, d);
+    if (!st) st = ck_graph_verify(g, d);
+    if (!st) st = ck_codegen(g, o, co, d);
+    if (!st)
+        printf("ckptc: wrote %s/{model.c,weights.bin,plan.json,Makefile}: %d nodes, arena %lld bytes "
+               "(params %lld, inputs %lld, activations %lld, workspace %lld)\n",
+               co->out_dir, g->n_nodes, (long long)g->plan.arena_bytes, (long long)g->plan.bytes[CK_MEM_PARAMS],
+               (long long)g->plan.bytes[CK_MEM_INPUTS], (long long)g->plan.bytes[CK_MEM_ACTIVATIONS],
+               (long long)g->plan.bytes[CK_MEM_WORKSPACE]);
+    ck_graph_free(g);
+    return st;
+}
+
+static int cmd_compile(int argc, char **argv) {
+    static const struct option opts[] = {{"output", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
+                                         {"dim", required_argument, 0, 'd'},    {"disable-dropout", no_argument, 0, 'D'},
+                                         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    ck_dim_binding dims[64];
+    int n_dims = 0, c;
+    ck_options o = {0};
+    const char *out = NULL;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'I': o.infer = true; break;
+        case 'D': o.disable_dropout = true; break;
+        case 'd':
+            if (n_dims == 64) return user_error("--dim: too many bindings (at most 64)");
+            if (!parse_dim(optarg, &dims[n_dims])) return user_error("--dim '%s': expected NAME=N with N a positive integer", optarg);
+            n_dims++;
+            break;
+        case 'h': fputs(usage_compile, stdout); return 0;
+        case ':': return user_error("option '%s' needs a value", argv[optind - 1]);
+        default: return user_error("unknown option '%s' (see ckptc --help)", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) return user_error("missing MODEL.onnx (see ckptc --help)");
+    if (optind + 1 < argc) return user_error("unexpected argument '%s' (one model at a time)", argv[optind + 1]);
+    if (!out) return user_error("missing -o DIR: where to write the program");
+    if (!o.infer) return user_error("training programs are not available yet: pass --infer to compile the forward pass");
+    const char *path = argv[optind];
+    /* provenance: the command line, as given */
+    char cmdline[4096] = "ckptc";
+    for (int i = 1; i < argc; i++) snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " %s", argv[i]);
+    char inc[4200], lib[4200];
+    ckrt_paths(inc, lib, sizeof inc);
+    ck_codegen_options co = {.out_dir = out, .command_line = cmdline, .ckrt_include = inc, .ckrt_lib = lib, .program_name = "model"};
+    ck_load_options lo = {.dims = dims, .n_dims = n_dims};
+    ck_diag d = {0};
+    ck_status st = compile(path, &lo, &o, &co, &d);
+    for (int k = 0; k < n_dims; k++) free((void *)dims[k].name);
+    print_diag(&d, path);
+    ck_diag_clear(&d);
+    return st ? EXIT_USER : 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fputs(usage_main, stderr);
@@ -275,5 +378,6 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (cmd[0] == '-') return user_error("unknown option '%s' (see ckptc --help)", cmd);
+    if (strlen(cmd) > 5 && !strcmp(cmd + strlen(cmd) - 5, ".onnx")) return cmd_compile(argc, argv);
     return user_error("unknown command '%s' (see ckptc --help)", cmd);
 }

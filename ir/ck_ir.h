@@ -115,6 +115,9 @@ typedef struct ck_value {
     ck_role role;
     ck_node *producer;          /* NULL for inputs, params, buffers, consts */
     void *data;                 /* host bytes (row-major) when known at compile time, else NULL */
+    /* set by the memory planner */
+    int64_t offset;             /* byte offset in the arena */
+    struct ck_value *alias;     /* a view: shares the bytes of this value (same offset) */
 } ck_value;
 
 int64_t ck_value_numel(const ck_value *v);
@@ -139,20 +142,24 @@ enum {
 };
 
 typedef enum {
-#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, infer) CK_OP_##e,
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, infer, kernel, ws) CK_OP_##e,
 #include "ops.def"
 #undef CK_OP
     CK_OP_COUNT
 } ck_op;
 
 typedef ck_status (*ck_infer_fn)(ck_node *n, ck_diag *d);
+typedef int64_t (*ck_ws_fn)(const ck_node *n);
 
 typedef struct ck_op_info {
     const char *onnx_name;
     int in_min, in_max, out_min, out_max;
     unsigned flags;
     ck_infer_fn infer;
+    ck_ws_fn workspace;   /* scratch bytes the kernel needs, NULL: none */
 } ck_op_info;
+
+int64_t ck_ws_conv(const ck_node *n);
 
 extern const ck_op_info ck_ops[CK_OP_COUNT];
 bool ck_op_from_name(const char *onnx_name, ck_op *op);
@@ -184,7 +191,21 @@ struct ck_node {
     ck_value **out;        /* an absent optional output is NULL */
     int n_attr;
     ck_attr *attr;
+    int64_t ws_offset, ws_bytes; /* workspace, set by the memory planner */
 };
+
+/* Memory categories of the plan; every byte of the arena belongs to one. */
+typedef enum { CK_MEM_PARAMS, CK_MEM_INPUTS, CK_MEM_ACTIVATIONS, CK_MEM_WORKSPACE, CK_MEM_COUNT } ck_mem_cat;
+const char *ck_mem_cat_name(ck_mem_cat c);
+
+typedef struct ck_mem_plan {
+    bool done;
+    int64_t static_bytes;            /* params, buffers, constants, inputs: [0, static_bytes) */
+    int64_t arena_bytes;             /* the planned peak: static + the dynamic region's peak */
+    int64_t bytes[CK_MEM_COUNT];     /* per category: static sizes; activations/workspace at the peak */
+    int64_t dynamic_lower_bound;     /* max over time of live dynamic bytes: no plan can beat it */
+    int n_buffers;                   /* dynamic buffers placed (views excluded) */
+} ck_mem_plan;
 
 typedef struct ck_graph {
     ck_arena *arena;
@@ -201,6 +222,7 @@ typedef struct ck_graph {
     const char *name, *producer_name, *producer_version;
     int64_t ir_version, opset;
     int onnx_nodes;        /* nodes in the file, Constants included, before folding */
+    ck_mem_plan plan;      /* filled by the memory planner */
 } ck_graph;
 
 ck_graph *ck_graph_new(void);

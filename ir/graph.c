@@ -38,6 +38,11 @@ const char *ck_onnx_dtype_name(int32_t code) {
     return "unknown";
 }
 
+const char *ck_mem_cat_name(ck_mem_cat c) {
+    static const char *names[] = {"params", "inputs", "activations", "workspace"};
+    return (unsigned)c < CK_MEM_COUNT ? names[c] : "?";
+}
+
 const char *ck_role_name(ck_role r) {
     static const char *names[] = {"input", "param", "buffer", "const", "activation", "grad", "opt_state"};
     return (unsigned)r < sizeof names / sizeof *names ? names[r] : "?";
@@ -138,13 +143,13 @@ char *ck_shape_str(const ck_value *v, char *buf, size_t n) {
 
 /* ---------------------------------------------------------------- op table */
 
-#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, infer) ck_status infer(ck_node *n, ck_diag *d);
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, infer, kernel, ws) ck_status infer(ck_node *n, ck_diag *d);
 #include "ops.def"
 #undef CK_OP
 
 const ck_op_info ck_ops[CK_OP_COUNT] = {
-#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, infer) \
-    [CK_OP_##e] = {onnx, in_min, in_max, out_min, out_max, flags, infer},
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, infer, kernel, ws) \
+    [CK_OP_##e] = {onnx, in_min, in_max, out_min, out_max, flags, infer, ws},
 #include "ops.def"
 #undef CK_OP
 };

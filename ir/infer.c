@@ -416,6 +416,23 @@ ck_status ck_infer_conv(ck_node *n, ck_diag *d) {
     return CK_OK;
 }
 
+/* The CPU kernel lowers one image (one group) at a time to a column matrix for GEMM:
+ * (C/group * prod(kernel)) x prod(out spatial) floats. 1x1 stride-1 unpadded convs need none. */
+int64_t ck_ws_conv(const ck_node *n) {
+    const ck_value *x = n->in[0], *w = n->in[1], *y = n->out[0];
+    int64_t k = w->dims[1], sp = 1;
+    bool trivial = true;
+    for (int i = 2; i < w->rank; i++) {
+        k *= w->dims[i];
+        sp *= y->dims[i];
+        trivial = trivial && w->dims[i] == 1 && x->dims[i] == y->dims[i];
+    }
+    const ck_attr *pads = ck_attr_find(n, "pads");
+    for (int i = 0; pads && i < pads->n; i++) trivial = trivial && pads->ints[i] == 0;
+    if (trivial && strcmp(ck_attr_str(n, "auto_pad", "NOTSET"), "NOTSET") == 0) return 0;
+    return k * sp * (int64_t)ck_dtype_size(x->dtype);
+}
+
 ck_status ck_infer_pool(ck_node *n, ck_diag *d) {
     const ck_value *x = n->in[0];
     char b1[300];

@@ -1,0 +1,415 @@
+/* codegen.c — writes DIR/model.c, DIR/weights.bin, DIR/plan.json and DIR/Makefile.
+ *
+ * model.c is meant to be read: a provenance header, then the step function in which each node
+ * is a comment (name, op, shapes) plus one libckrt call on literal arena offsets, then the input
+ * and output tables and main(). Everything shape-dependent was decided at compile time, so the
+ * calls carry plain numbers. The per-op call is printed by the emitter named in the op's kernel
+ * column of ops.def (emit_*.c); this file only does the frame.
+ *
+ * Reproducible by construction: no timestamps, no hash-order iteration, fixed number formats
+ * (floats printed as exact hexadecimal literals).
+ */
+#include "emit.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const ck_emit_fn emitters[CK_OP_COUNT] = {
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, infer, kernel, ws) [CK_OP_##e] = ck_emit_##kernel,
+#include "ops.def"
+#undef CK_OP
+};
+
+/* ---------------------------------------------------------------- helpers for emitters */
+
+void ck_emit_printf(ck_emit *e, const char *fmt, ...) {
+    if (!e->f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(e->f, fmt, ap);
+    va_end(ap);
+}
+
+const char *ck_emit_ctype(ck_dtype t) {
+    switch (t) {
+    case CK_F32: return "float";
+    case CK_F64: return "double";
+    case CK_I64: return "int64_t";
+    case CK_I32: return "int32_t";
+    case CK_I16: return "int16_t";
+    case CK_I8: return "int8_t";
+    case CK_U8: case CK_BOOL: return "uint8_t";
+    case CK_F16: return "uint16_t";
+    default: return "void";
+    }
+}
+
+const char *ck_emit_dtype(ck_dtype t) {
+    static const char *names[] = {"CKRT_UNDEF", "CKRT_F32", "CKRT_U8", "CKRT_I8", "CKRT_I16", "CKRT_I32",
+                                  "CKRT_I64", "CKRT_BOOL", "CKRT_F16", "CKRT_F64"};
+    return t < CK_DTYPE_COUNT ? names[t] : "CKRT_UNDEF";
+}
+
+void ck_emit_ptr(ck_emit *e, const ck_value *v, bool is_const) {
+    ck_emit_printf(e, "(%s%s *)(A + %lld)", is_const ? "const " : "", ck_emit_ctype(v->dtype), (long long)v->offset);
+}
+
+void ck_emit_i64s(ck_emit *e, int n, const int64_t *xs) {
+    if (n == 0) {
+        ck_emit_printf(e, "NULL");
+        return;
+    }
+    ck_emit_printf(e, "(const int64_t[]){");
+    for (int i = 0; i < n; i++) ck_emit_printf(e, i ? ", %lld" : "%lld", (long long)xs[i]);
+    ck_emit_printf(e, "}");
+}
+
+void ck_emit_bcast_strides(const ck_value *v, int out_rank, const int64_t *out_dims, int64_t *strides) {
+    int64_t s = 1;
+    for (int k = out_rank - 1; k >= 0; k--) {
+        int vk = k - (out_rank - v->rank);
+        if (vk < 0 || v->dims[vk] == 1) {
+            strides[k] = 0;
+        } else {
+            strides[k] = s;
+        }
+        if (vk >= 0) s *= v->dims[vk];
+    }
+    (void)out_dims;
+}
+
+ck_status ck_emit_unsupported(ck_emit *e, const ck_node *n, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    ck_diag_add(e->d, "node '%s' (%s): %s", n->name, ck_ops[n->op].onnx_name, buf);
+    return CK_ERR_UNSUPPORTED;
+}
+
+ck_status ck_emit_want_dtype(ck_emit *e, const ck_node *n, const ck_value *v, const char *what, const ck_dtype *ok) {
+    char list[200] = "";
+    for (int i = 0; ok[i] != CK_UNDEF; i++) {
+        if (v->dtype == ok[i]) return CK_OK;
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", ck_dtype_name(ok[i]));
+    }
+    return ck_emit_unsupported(e, n, "%s '%s' has dtype %s; ckptc supports %s here", what, v->name,
+                               ck_dtype_name(v->dtype), list);
+}
+
+/* ---------------------------------------------------------------- frame */
+
+static void c_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p >= 0x7f) fprintf(f, "\\%03o", *p);
+        else if (*p == '?' && p[1] == '?') fprintf(f, "?\"\"");  /* no trigraphs */
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* "layers.0/fc1" in a comment must not close it */
+static void c_comment_text(FILE *f, const char *s) {
+    for (const char *p = s; *p; p++) {
+        if (p[0] == '*' && p[1] == '/') fputs("* /", f), p++;
+        else if ((unsigned char)*p < 0x20) fputc(' ', f);
+        else fputc(*p, f);
+    }
+}
+
+/* NAME -> a file name: [A-Za-z0-9._-] kept, everything else '_'; never empty, never hidden. */
+static void sanitize(const char *name, char *out, size_t n) {
+    size_t k = 0;
+    for (const char *p = name; *p && k + 1 < n; p++) {
+        char ch = *p;
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+                  ch == '_' || (ch == '.' && k > 0);
+        out[k++] = ok ? ch : '_';
+    }
+    if (k == 0) out[k++] = '_';
+    out[k] = 0;
+}
+
+static int64_t io_fill_hi(const ck_graph *g, const ck_value *v) {
+    /* integer inputs used as Gather indices are drawn inside the gathered axis */
+    int64_t hi = INT64_MAX;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        if (n->op != CK_OP_GATHER || n->in[1] != v) continue;
+        int64_t axis = ck_attr_int(n, "axis", 0);
+        if (axis < 0) axis += n->in[0]->rank;
+        if (n->in[0]->dims[axis] < hi) hi = n->in[0]->dims[axis];
+    }
+    return hi == INT64_MAX ? 10 : hi;
+}
+
+static void emit_io_table(FILE *f, const ck_graph *g, const char *cname, int n, ck_value *const *vs) {
+    fprintf(f, "static const ckrt_io %s[] = {\n", cname);
+    for (int i = 0; i < n; i++) {
+        const ck_value *v = vs[i];
+        char file[256];
+        sanitize(v->name, file, sizeof file);
+        /* two outputs sanitizing to the same name get an index suffix */
+        for (int k = 0; k < i; k++) {
+            char other[256];
+            sanitize(vs[k]->name, other, sizeof other);
+            if (strcmp(other, file) == 0) snprintf(file + strlen(file), sizeof file - strlen(file), "_%d", i);
+        }
+        fprintf(f, "    {");
+        c_string(f, v->name);
+        fprintf(f, ", ");
+        c_string(f, file);
+        fprintf(f, ", %s, %d, {", ck_emit_dtype(v->dtype), v->rank);
+        for (int k = 0; k < v->rank; k++) fprintf(f, k ? ", %lld" : "%lld", (long long)v->dims[k]);
+        fprintf(f, "}, %lld, 0, %lld},\n", (long long)v->offset, (long long)(ck_dtype_is_int(v->dtype) ? io_fill_hi(g, v) : 0));
+    }
+    if (n == 0) fprintf(f, "    {0},\n");
+    fprintf(f, "};\n\n");
+}
+
+static ck_status emit_node(ck_emit *e, const ck_node *n) {
+    if (ck_node_is_view(n, e->o)) return CK_OK; /* shares its input's bytes */
+    return emitters[n->op](e, n);
+}
+
+ck_status ck_codegen_check(const ck_graph *g, const ck_options *o, ck_diag *d) {
+    ck_emit e = {.f = NULL, .g = g, .o = o, .d = d};
+    ck_status worst = CK_OK;
+    for (int i = 0; i < g->n_nodes; i++) {
+        ck_status st = emit_node(&e, g->nodes[i]);
+        if (st) worst = st; /* report every node that cannot be emitted */
+    }
+    return worst;
+}
+
+static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_codegen_options *co, uint64_t weights_sum,
+                               int64_t weights_bytes, FILE *f, ck_diag *d) {
+    const ck_mem_plan *p = &g->plan;
+    fprintf(f, "/* Generated by ckptc %s. Do not edit.\n *\n * command:  ", CK_VERSION);
+    c_comment_text(f, co->command_line);
+    fprintf(f, "\n * model:    producer ");
+    c_comment_text(f, *g->producer_name ? g->producer_name : "(none)");
+    fprintf(f, " ");
+    c_comment_text(f, g->producer_version);
+    fprintf(f, ", ir_version %lld, opset %lld, graph ", (long long)g->ir_version, (long long)g->opset);
+    c_comment_text(f, g->name);
+    fprintf(f, "\n * memory:   arena %lld bytes planned: static %lld (params %lld, inputs %lld), peak activations %lld,"
+               "\n *           workspace %lld\n */\n",
+            (long long)p->arena_bytes, (long long)p->static_bytes, (long long)p->bytes[CK_MEM_PARAMS],
+            (long long)p->bytes[CK_MEM_INPUTS], (long long)p->bytes[CK_MEM_ACTIVATIONS], (long long)p->bytes[CK_MEM_WORKSPACE]);
+    fprintf(f, "#include \"ckrt.h\"\n\n#include <stddef.h>\n#include <stdint.h>\n\n");
+    fprintf(f, "static int step(ckrt_ctx *c) {\n    unsigned char *A = c->arena;\n");
+    ck_emit e = {.f = f, .g = g, .o = o, .d = d};
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        char sh[CK_SHAPE_STR_MAX];
+        fprintf(f, "\n    /* %d: ", i);
+        c_comment_text(f, n->name);
+        fprintf(f, " (%s)", ck_ops[n->op].onnx_name);
+        for (int k = 0; k < n->n_in; k++) {
+            if (!n->in[k]) continue;
+            fprintf(f, "%s%s", k ? ", " : " ", ck_shape_str(n->in[k], sh, sizeof sh));
+        }
+        fprintf(f, " ->");
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k]) fprintf(f, " %s", ck_shape_str(n->out[k], sh, sizeof sh));
+        if (ck_node_is_view(n, o)) {
+            fprintf(f, ": a view, no kernel */\n");
+            continue;
+        }
+        fprintf(f, " */\n    CKRT_NODE(c, ");
+        c_string(f, n->name);
+        fprintf(f, ");\n");
+        ck_status st = emitters[n->op](&e, n);
+        if (st) return st;
+    }
+    fprintf(f, "    return CKRT_OK;\n}\n\n");
+    emit_io_table(f, g, "inputs", g->n_inputs, g->inputs);
+    emit_io_table(f, g, "outputs", g->n_outputs, g->outputs);
+    fprintf(f, "static const ckrt_program program = {\n    .name = ");
+    c_string(f, co->program_name);
+    fprintf(f, ",\n    .provenance = ");
+    char prov[4096];
+    snprintf(prov, sizeof prov, "ckptc %s: %s", CK_VERSION, co->command_line);
+    c_string(f, prov);
+    fprintf(f, ",\n    .arena_bytes = %lld,\n    .static_bytes = %lld,\n    .weights_bytes = %lld,\n",
+            (long long)p->arena_bytes, (long long)p->static_bytes, (long long)weights_bytes);
+    fprintf(f, "    .weights_checksum = 0x%016llxull,\n", (unsigned long long)weights_sum);
+    fprintf(f, "    .planned_bytes = {%lld, %lld, %lld, %lld},\n", (long long)p->bytes[0], (long long)p->bytes[1],
+            (long long)p->bytes[2], (long long)p->bytes[3]);
+    fprintf(f, "    .n_inputs = %d,\n    .n_outputs = %d,\n    .inputs = inputs,\n    .outputs = outputs,\n", g->n_inputs,
+            g->n_outputs);
+    fprintf(f, "    .step = step,\n};\n\nint main(int argc, char **argv) { return ckrt_main(&program, argc, argv); }\n");
+    return CK_OK;
+}
+
+/* The static region's image up to the last data-carrying value (inputs come after). */
+static unsigned char *weights_image(const ck_graph *g, int64_t *bytes) {
+    int64_t end = 0;
+    for (int i = 0; i < g->n_values; i++) {
+        const ck_value *v = g->values[i];
+        if (!v->producer && !v->alias && v->data && v->role != CK_ROLE_INPUT) {
+            int64_t e = v->offset + (int64_t)ck_value_bytes(v);
+            if (e > end) end = e;
+        }
+    }
+    end = (end + CK_ALIGN - 1) / CK_ALIGN * CK_ALIGN;
+    unsigned char *img = calloc((size_t)end + 1, 1);
+    if (!img) return NULL;
+    for (int i = 0; i < g->n_values; i++) {
+        const ck_value *v = g->values[i];
+        if (!v->producer && !v->alias && v->data && v->role != CK_ROLE_INPUT)
+            memcpy(img + v->offset, v->data, ck_value_bytes(v));
+    }
+    *bytes = end;
+    return img;
+}
+
+static uint64_t checksum(const void *data, size_t n) {
+    /* the same function as ckrt_checksum (runtime/core.c): FNV-1a over 8-byte words */
+    const unsigned char *p = data;
+    uint64_t h = 1469598103934665603ull;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 1099511628211ull;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static bool write_weights(const ck_graph *g, const char *path, const unsigned char *img, int64_t bytes, uint64_t sum) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return false;
+    uint32_t version = 1, ntens = 0;
+    for (int i = 0; i < g->n_values; i++) {
+        const ck_value *v = g->values[i];
+        if (!v->producer && !v->alias && v->data && v->role != CK_ROLE_INPUT) ntens++;
+    }
+    /* header: magic, version, tensor count, payload bytes, checksum, payload offset */
+    fwrite("CKPTCWTS", 1, 8, f);
+    fwrite(&version, 4, 1, f);
+    fwrite(&ntens, 4, 1, f);
+    uint64_t b = (uint64_t)bytes;
+    fwrite(&b, 8, 1, f);
+    fwrite(&sum, 8, 1, f);
+    uint64_t payload_at = 0;
+    fwrite(&payload_at, 8, 1, f); /* patched below */
+    /* tensor table: name, dtype, rank, dims, offset, bytes (for tools and --dump-params) */
+    for (int i = 0; i < g->n_values; i++) {
+        const ck_value *v = g->values[i];
+        if (v->producer || v->alias || !v->data || v->role == CK_ROLE_INPUT) continue;
+        uint32_t nl = (uint32_t)strlen(v->name), dt = (uint32_t)v->dtype, rk = (uint32_t)v->rank, role = (uint32_t)v->role;
+        fwrite(&nl, 4, 1, f);
+        fwrite(v->name, 1, nl, f);
+        fwrite(&dt, 4, 1, f);
+        fwrite(&role, 4, 1, f);
+        fwrite(&rk, 4, 1, f);
+        fwrite(v->dims, 8, (size_t)v->rank, f);
+        uint64_t off = (uint64_t)v->offset, nb = ck_value_bytes(v);
+        fwrite(&off, 8, 1, f);
+        fwrite(&nb, 8, 1, f);
+    }
+    long pos = ftell(f);
+    payload_at = (uint64_t)((pos + 63) / 64 * 64);
+    static const unsigned char zero[64];
+    fwrite(zero, 1, (size_t)(payload_at - (uint64_t)pos), f);
+    fwrite(img, 1, (size_t)bytes, f);
+    fseek(f, 32, SEEK_SET);
+    fwrite(&payload_at, 8, 1, f);
+    bool ok = !ferror(f);
+    return fclose(f) == 0 && ok;
+}
+
+static void write_plan_json(const ck_graph *g, FILE *f) {
+    const ck_mem_plan *p = &g->plan;
+    fprintf(f, "{\n  \"arena_bytes\": %lld,\n  \"static_bytes\": %lld,\n  \"dynamic_lower_bound\": %lld,\n",
+            (long long)p->arena_bytes, (long long)p->static_bytes, (long long)p->dynamic_lower_bound);
+    fprintf(f, "  \"bytes\": {\"params\": %lld, \"inputs\": %lld, \"activations\": %lld, \"workspace\": %lld},\n",
+            (long long)p->bytes[0], (long long)p->bytes[1], (long long)p->bytes[2], (long long)p->bytes[3]);
+    fprintf(f, "  \"buffers\": [\n");
+    bool first = true;
+    for (int i = 0; i < g->n_values; i++) {
+        const ck_value *v = g->values[i];
+        const char *cat = v->role == CK_ROLE_INPUT ? "inputs" : v->producer ? "activations" : "params";
+        fprintf(f, "%s    {\"name\": ", first ? "" : ",\n");
+        first = false;
+        fputc('"', f);
+        for (const unsigned char *s = (const unsigned char *)v->name; *s; s++) {
+            if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+            else if (*s < 0x20) fprintf(f, "\\u%04x", *s);
+            else fputc(*s, f);
+        }
+        fputc('"', f);
+        fprintf(f, ", \"category\": \"%s\", \"offset\": %lld, \"bytes\": %lld", cat, (long long)v->offset,
+                (long long)ck_value_bytes(v));
+        if (v->alias) fprintf(f, ", \"view_of\": %d", v->alias->id);
+        fprintf(f, ", \"id\": %d}", v->id);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        if (n->ws_bytes <= 0) continue;
+        fprintf(f, ",\n    {\"name\": \"workspace of node %d\", \"category\": \"workspace\", \"offset\": %lld, \"bytes\": %lld}",
+                i, (long long)n->ws_offset, (long long)n->ws_bytes);
+    }
+    fprintf(f, "\n  ]\n}\n");
+}
+
+static ck_status write_file(const char *dir, const char *name, ck_diag *d, FILE **out) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    *out = fopen(path, "w");
+    if (!*out) {
+        ck_diag_add(d, "cannot write '%s': %s", path, strerror(errno));
+        return CK_ERR_IO;
+    }
+    return CK_OK;
+}
+
+ck_status ck_codegen(const ck_graph *g, const ck_options *o, const ck_codegen_options *co, ck_diag *d) {
+    CK_ASSERT(g->plan.done);
+    ck_status st = ck_codegen_check(g, o, d);
+    if (st) return st;
+    if (mkdir(co->out_dir, 0777) != 0 && errno != EEXIST) {
+        ck_diag_add(d, "cannot create directory '%s': %s", co->out_dir, strerror(errno));
+        return CK_ERR_IO;
+    }
+    int64_t wbytes = 0;
+    unsigned char *img = weights_image(g, &wbytes);
+    if (!img) return CK_ERR_NOMEM;
+    uint64_t sum = checksum(img, (size_t)wbytes);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/weights.bin", co->out_dir);
+    bool ok = write_weights(g, path, img, wbytes, sum);
+    free(img);
+    if (!ok) {
+        ck_diag_add(d, "cannot write '%s': %s", path, strerror(errno));
+        return CK_ERR_IO;
+    }
+    FILE *f;
+    if ((st = write_file(co->out_dir, "model.c", d, &f))) return st;
+    st = write_model_c(g, o, co, sum, wbytes, f, d);
+    if (fclose(f) != 0 && !st) st = CK_ERR_IO;
+    if (st) return st;
+    if ((st = write_file(co->out_dir, "plan.json", d, &f))) return st;
+    write_plan_json(g, f);
+    fclose(f);
+    if ((st = write_file(co->out_dir, "Makefile", d, &f))) return st;
+    fprintf(f, "# Generated by ckptc %s: builds %s against libckrt. `make -C DIR` works from anywhere.\n", CK_VERSION,
+            co->program_name);
+    fprintf(f, "DIR := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))\n");
+    fprintf(f, "CC ?= cc\nCKRT_INCLUDE ?= %s\nCKRT_LIB ?= %s\n", co->ckrt_include, co->ckrt_lib);
+    fprintf(f, "CFLAGS ?= -O2\nCFLAGS += -std=c11 -Wall -Wextra -Werror\n\n");
+    fprintf(f, "$(DIR)%s: $(DIR)model.c $(CKRT_LIB)/libckrt.a\n", co->program_name);
+    fprintf(f, "\t$(CC) $(CFLAGS) -I$(CKRT_INCLUDE) $(DIR)model.c -o $@ $(CKRT_LIB)/libckrt.a -lopenblas -lm $(LDFLAGS)\n\n");
+    fprintf(f, "clean:\n\trm -f $(DIR)%s\n\n.PHONY: clean\n", co->program_name);
+    fclose(f);
+    return CK_OK;
+}

@@ -1,0 +1,47 @@
+/* emit.h — what every per-family emitter (emit_*.c) shares. Private to codegen/.
+ *
+ * An emitter is `ck_status ck_emit_FAMILY(ck_emit *e, const ck_node *n)`, FAMILY being the
+ * kernel column of ops.def. It checks the node's dtypes/attributes (returning
+ * ck_emit_unsupported(...) for anything the runtime cannot run) and, when e->f is not NULL,
+ * prints one or more `    CKRT_TRY(ckrt_...(c, ...));` lines. With e->f == NULL it only checks
+ * (ck_codegen_check). Pointers are printed with ck_emit_ptr, int64 arrays with ck_emit_i64s.
+ */
+#ifndef CK_EMIT_H
+#define CK_EMIT_H
+
+#include "ck_codegen.h"
+
+#include <stdio.h>
+
+typedef struct ck_emit {
+    FILE *f;               /* NULL: check only */
+    const ck_graph *g;
+    const ck_options *o;
+    ck_diag *d;
+} ck_emit;
+
+typedef ck_status (*ck_emit_fn)(ck_emit *e, const ck_node *n);
+
+/* "(float *)(A + 4096)" — A is the arena base inside the step function; const for inputs. */
+void ck_emit_ptr(ck_emit *e, const ck_value *v, bool is_const);
+/* "(const int64_t[]){2, 3}" ("NULL" when n == 0) */
+void ck_emit_i64s(ck_emit *e, int n, const int64_t *xs);
+/* "CKRT_F32" */
+const char *ck_emit_dtype(ck_dtype t);
+/* The C type of an element: "float", "int64_t", ... */
+const char *ck_emit_ctype(ck_dtype t);
+/* Element strides of `v` aligned to an output of out_rank dims, 0 on broadcast axes. */
+void ck_emit_bcast_strides(const ck_value *v, int out_rank, const int64_t *out_dims, int64_t *strides);
+/* Records "node 'X' (Op): <message>" and returns CK_ERR_UNSUPPORTED. */
+ck_status ck_emit_unsupported(ck_emit *e, const ck_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Fails unless v's dtype is one of the listed ones (CK_UNDEF-terminated). */
+ck_status ck_emit_want_dtype(ck_emit *e, const ck_node *n, const ck_value *v, const char *what, const ck_dtype *ok);
+/* fprintf to e->f when emitting; nothing when checking. */
+void ck_emit_printf(ck_emit *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, infer, kernel, ws) \
+    ck_status ck_emit_##kernel(ck_emit *e, const ck_node *n);
+#include "ops.def"
+#undef CK_OP
+
+#endif

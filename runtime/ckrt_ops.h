@@ -1,0 +1,125 @@
+/* ckrt_ops.h — the kernel entry points generated code calls, one family per op kernel column
+ * of ckptc's ops.def (binary, unary, gemm, conv, ...). Included by ckrt.h.
+ *
+ * Conventions: the context comes first, then outputs, then inputs, then sizes. Shapes are
+ * resolved at compile time into the few numbers a kernel needs (outer/axis/inner splits, stride
+ * arrays with 0 for broadcast axes), so kernels do no shape logic. All pointers are into the
+ * arena. Every entry returns CKRT_OK or an error code with c->msg set; kernels that cannot fail
+ * still return CKRT_OK so every call site looks the same.
+ */
+#ifndef CKRT_OPS_H
+#define CKRT_OPS_H
+
+/* ---------------------------------------------------------------- elementwise (ckrt_kernels.h) */
+
+enum { /* binary ops; the compare ops write bool (uint8) */
+    CKRT_ADD, CKRT_SUB, CKRT_MUL, CKRT_DIV, CKRT_POW, CKRT_EQUAL, CKRT_LESS, CKRT_GREATER
+};
+/* y[i] = a[off_a(i)] OP b[off_b(i)] over an output of `rank` dims; a_strides/b_strides are the
+ * inputs' element strides aligned to the output's dims, 0 on broadcast axes.
+ * dt: the inputs' dtype (f32, f64, i64, i32; bool for EQUAL). */
+int ckrt_binary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *a, const void *b, int rank,
+                const int64_t *dims, const int64_t *a_strides, const int64_t *b_strides);
+
+enum { /* unary ops */
+    CKRT_SQRT, CKRT_RECIPROCAL, CKRT_NEG, CKRT_EXP, CKRT_LOG, CKRT_ABS, CKRT_TANH, CKRT_SIGMOID,
+    CKRT_RELU, CKRT_LEAKY_RELU, CKRT_ERF, CKRT_GELU, CKRT_GELU_TANH, CKRT_NOT
+};
+/* y = op(x) over n elements; alpha: LeakyRelu's slope. dt: f32 (all), i64/i32 (NEG, ABS, RELU),
+ * bool (NOT). */
+int ckrt_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int64_t n, float alpha);
+
+/* y = min(max(x, lo), hi); lo/hi point at one element of dt or are NULL (no bound). */
+int ckrt_clip(ckrt_ctx *c, ckrt_dtype dt, void *y, const void *x, int64_t n, const void *lo, const void *hi);
+
+/* y[i] = cond[.] ? a[.] : b[.] with broadcasting as ckrt_binary; esz: element size of a/b/y. */
+int ckrt_where(ckrt_ctx *c, size_t esz, void *y, const uint8_t *cond, const void *a, const void *b, int rank,
+               const int64_t *dims, const int64_t *cond_strides, const int64_t *a_strides, const int64_t *b_strides);
+
+/* y = (to) x over n elements. */
+int ckrt_cast(ckrt_ctx *c, ckrt_dtype to, ckrt_dtype from, void *y, const void *x, int64_t n);
+
+/* ---------------------------------------------------------------- over an axis (ckrt_kernels.h) */
+
+/* x, y: (outer, len, inner); softmax (or log-softmax) along len. */
+int ckrt_softmax(ckrt_ctx *c, int log, float *y, const float *x, int64_t outer, int64_t len, int64_t inner);
+
+/* x, y: (rows, cols) normalized over cols; scale, bias: (cols) (bias may be NULL);
+ * mean, inv_std: (rows) or NULL. */
+int ckrt_layer_norm(ckrt_ctx *c, float *y, float *mean, float *inv_std, const float *x, const float *scale,
+                    const float *bias, int64_t rows, int64_t cols, float eps);
+
+/* x, y: (N, C, S). training: normalize with batch statistics, write the updated running stats
+ * (momentum * running + (1 - momentum) * batch, variance unbiased... as ONNX specifies) to
+ * run_mean/run_var when non-NULL, and the batch mean / inverse std to saved_mean/saved_inv_std
+ * when non-NULL. Inference: normalize with mean/var. */
+int ckrt_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var, float *saved_mean, float *saved_inv_std,
+                    const float *x, const float *scale, const float *bias, const float *mean, const float *var,
+                    int64_t N, int64_t C, int64_t S, float eps, float momentum, int training);
+
+/* Dropout with the counter-based RNG: element i is kept iff philox(seed, step, key, i) >= ratio,
+ * kept values scaled by 1/(1-ratio). mask (bool) may be NULL. */
+int ckrt_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, uint64_t key);
+
+enum { CKRT_REDUCE_SUM, CKRT_REDUCE_MEAN };
+/* x: `rank` dims; reduce the axes with red[k] != 0; y holds the kept axes in order. dt: f32,
+ * (SUM also i64/i32). */
+int ckrt_reduce(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int rank, const int64_t *dims,
+                const int *red);
+
+/* x: (NC, S) -> y: (NC) mean over S. */
+int ckrt_global_avg_pool(ckrt_ctx *c, float *y, const float *x, int64_t nc, int64_t s);
+
+/* ---------------------------------------------------------------- dense (ckrt_dense.c) */
+
+/* y (M,N) = alpha * op(a) op(b) + beta * cm, cm broadcast from (cm_rows, cm_cols) in
+ * {(1,1),(1,N),(M,1),(M,N)}; cm may be NULL. op(a): (M,K), a stored (K,M) when trans_a. */
+int ckrt_gemm(ckrt_ctx *c, float *y, const float *a, const float *b, const float *cm, int64_t M, int64_t N, int64_t K,
+              int trans_a, int trans_b, float alpha, float beta, int64_t cm_rows, int64_t cm_cols);
+
+/* Batched y[bi] (M,N) = a[bi] (M,K) @ b[bi] (K,N) over the batch dims `bdims` (brank of them);
+ * a_bstrides/b_bstrides: element strides of each batch axis in a/b, 0 where broadcast. */
+int ckrt_matmul(ckrt_ctx *c, float *y, const float *a, const float *b, int64_t M, int64_t N, int64_t K, int brank,
+                const int64_t *bdims, const int64_t *a_bstrides, const int64_t *b_bstrides);
+
+/* x: (N, C, in_sp...), w: (M, C/group, k...), b: (M) or NULL, y: (N, M, out_sp...); nsp spatial
+ * axes; pads_begin per axis; ws: workspace of the size ckptc planned (NULL when none). */
+int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float *b, float *ws, int nsp, int64_t N,
+              int64_t C, int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
+              const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations);
+
+enum { CKRT_POOL_MAX, CKRT_POOL_AVG };
+/* x: (N, C, in_sp...) -> y: (N, C, out_sp...); indices (int64, flat over each (n,c) image as
+ * ONNX MaxPool defines) may be NULL. count_include_pad: AveragePool's divisor rule. */
+int ckrt_pool(ckrt_ctx *c, int kind, float *y, int64_t *indices, const float *x, int nsp, int64_t N, int64_t C,
+              const int64_t *in_sp, const int64_t *out_sp, const int64_t *k, const int64_t *strides,
+              const int64_t *pads_begin, const int64_t *dilations, int count_include_pad);
+
+/* ---------------------------------------------------------------- data movement (ckrt_move.c) */
+
+/* y[i] = x[base + sum_k idx_k(i) * in_strides[k]] over an output of `rank` dims: Transpose
+ * (permuted strides), Slice (start offset, strides times steps, negative allowed) and Expand
+ * (0 strides) are all this. esz: element size in bytes. */
+int ckrt_strided_copy(ckrt_ctx *c, size_t esz, void *y, const void *x, int rank, const int64_t *out_dims,
+                      const int64_t *in_strides, int64_t base);
+
+/* y: (outer, sum(lens), inner) from n inputs xs[k]: (outer, lens[k], inner). */
+int ckrt_concat(ckrt_ctx *c, size_t esz, void *y, int n, const void *const *xs, const int64_t *lens, int64_t outer,
+                int64_t inner);
+/* The inverse: ys[k]: (outer, lens[k], inner) from x: (outer, sum(lens), inner). */
+int ckrt_split(ckrt_ctx *c, size_t esz, int n, void *const *ys, const int64_t *lens, const void *x, int64_t outer,
+               int64_t inner);
+
+/* x: (outer, len, inner), idx: n_idx indices (int64 or int32, negative counts from the end;
+ * out of range is an error naming the node) -> y: (outer, n_idx, inner). */
+int ckrt_gather(ckrt_ctx *c, size_t esz, void *y, const void *x, const void *idx, ckrt_dtype idx_dt, int64_t outer,
+                int64_t len, int64_t inner, int64_t n_idx);
+
+/* x, y: (batch, rows, cols); keeps the upper (j - i >= k) or lower (j - i <= k) triangle. */
+int ckrt_trilu(ckrt_ctx *c, size_t esz, void *y, const void *x, int64_t batch, int64_t rows, int64_t cols, int64_t k,
+               int upper);
+
+/* y[0..n) = *value (esz bytes). */
+int ckrt_fill(ckrt_ctx *c, size_t esz, void *y, const void *value, int64_t n);
+
+#endif
