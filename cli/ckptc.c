@@ -24,6 +24,8 @@
 
 #define EXIT_USER 2
 
+static char g_cmdline[4096]; /* as typed, for the provenance of generated code */
+
 static const char *usage_main =
     "usage: ckptc COMMAND [OPTIONS]\n"
     "\n"
@@ -347,9 +349,9 @@ static int cmd_compile(int argc, char **argv) {
     if (!out) return user_error("missing -o DIR: where to write the program");
     if (!o.infer) return user_error("training programs are not available yet: pass --infer to compile the forward pass");
     const char *path = argv[optind];
-    /* provenance: the command line, as given */
-    char cmdline[4096] = "ckptc";
-    for (int i = 1; i < argc; i++) snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " %s", argv[i]);
+    /* provenance: the command line as given (getopt has permuted argv by now) */
+    char cmdline[4096];
+    snprintf(cmdline, sizeof cmdline, "%s", g_cmdline);
     char inc[4200], lib[4200];
     ckrt_paths(inc, lib, sizeof inc);
     ck_codegen_options co = {.out_dir = out, .command_line = cmdline, .ckrt_include = inc, .ckrt_lib = lib, .program_name = "model"};
@@ -363,6 +365,9 @@ static int cmd_compile(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        snprintf(g_cmdline + strlen(g_cmdline), sizeof g_cmdline - strlen(g_cmdline), "%s%s", i ? " " : "",
+                 i ? argv[i] : "ckptc");
     if (argc < 2) {
         fputs(usage_main, stderr);
         return EXIT_USER;

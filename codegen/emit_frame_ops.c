@@ -1,0 +1,13 @@
+/* emit_frame_ops.c — the two families that emit no kernel call: views (Reshape, Flatten,
+ * Squeeze, Unsqueeze, Identity, disabled Dropout share their input's bytes and are skipped by the
+ * frame) and Shape (always folded at load time). */
+#include "emit.h"
+
+ck_status ck_emit_view(ck_emit *e, const ck_node *n) {
+    (void)e, (void)n;
+    return CK_OK; /* never called: the frame skips views */
+}
+
+ck_status ck_emit_shape(ck_emit *e, const ck_node *n) {
+    return ck_emit_unsupported(e, n, "Shape is folded at load time; reaching codegen is a bug");
+}
