@@ -501,18 +501,7 @@ static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
         LERR(L, "the model has no graph");
         return CK_ERR_MODEL;
     }
-    int64_t opset = domain_opset(m, "");
-    if (opset < 0) {
-        LERR(L, "the model imports no version of the default ONNX domain (opset_import)");
-        return CK_ERR_MODEL;
-    }
-    if (opset < CK_OPSET_MIN || opset > CK_OPSET_MAX) {
-        LERR(L, "opset %lld of the default domain is not supported (ckptc supports %d to %d); re-export with opset_version=17",
-             (long long)opset, CK_OPSET_MIN, CK_OPSET_MAX);
-        return CK_ERR_UNSUPPORTED;
-    }
     const Onnx__GraphProto *gp = m->graph;
-    g->opset = opset;
     g->onnx_nodes = (int)gp->n_node;
     g->ir_version = m->has_ir_version ? m->ir_version : 0;
     g->name = ck_arena_strdup(g->arena, gp->name);
@@ -542,6 +531,18 @@ static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
                  is_default_domain(dom) ? "" : dom, (long long)domain_opset(m, dom));
     }
     if (L->errors) return CK_ERR_UNSUPPORTED;
+
+    int64_t opset = domain_opset(m, "");
+    if (opset < 0) {
+        LERR(L, "the model imports no version of the default ONNX domain (opset_import)");
+        return CK_ERR_MODEL;
+    }
+    if (opset < CK_OPSET_MIN || opset > CK_OPSET_MAX) {
+        LERR(L, "opset %lld of the default domain is not supported (ckptc supports %d to %d); re-export with opset_version=17",
+             (long long)opset, CK_OPSET_MIN, CK_OPSET_MAX);
+        return CK_ERR_UNSUPPORTED;
+    }
+    g->opset = opset;
 
     L->names = ck_map_new(g->arena, (int)(gp->n_initializer + gp->n_input + gp->n_node * 2 + 16));
     for (size_t i = 0; i < gp->n_initializer; i++) {

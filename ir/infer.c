@@ -57,6 +57,10 @@ static bool norm_axis(int64_t *axis, int rank) {
 static ck_status const_ints(ck_node *n, int i, int64_t *out, int max, int *count, ck_diag *d) {
     char b[300];
     const ck_value *v = n->in[i];
+    if (!v->data && v->rank == 1 && v->dims[0] == 0 && ck_dtype_is_int(v->dtype)) {
+        *count = 0; /* an empty list is known from its shape alone */
+        return CK_OK;
+    }
     if (!v->data)
         return node_err(d, n, CK_ERR_UNSUPPORTED,
                         "%s must be a constant known at compile time, but it is computed at run time",

@@ -6,10 +6,11 @@
  * from the step of the node that writes it to the step of its last reader (graph outputs: to the
  * end); a node's inputs and outputs are live together, so kernels never run in place.
  *
- * Offsets come from the classic greedy-by-size heuristic: buffers in decreasing size, each put in
- * the smallest gap (best fit) between already placed buffers whose lifetimes overlap it, or after
- * the highest of them. It is not optimal in general but is exact on chains and within a few
- * percent of the lower bound (max live bytes at any step, reported next to it) on real graphs.
+ * Offsets come from greedy best-fit placement: buffers in some order, each put in the smallest gap
+ * between already placed buffers whose lifetimes overlap it, or above the highest of them. Four
+ * orders are tried (size, size x lifetime, lifetime, program order) and the lowest peak kept:
+ * no single order wins on every graph (size alone fragments residual MLPs). Not optimal in
+ * general; the lower bound (max live bytes at any step) is reported next to the plan.
  * Views alias their input: they need no kernel and no bytes, and extend their root's lifetime.
  */
 #include "ck_passes.h"
@@ -45,8 +46,18 @@ static ck_value *root_of(ck_value *v) {
     return v;
 }
 
+/* Placement orders tried; the plan keeps the one with the lowest peak (ties: the first). */
+static int g_order;
 static int cmp_buf(const void *a, const void *b) {
     const buf *x = a, *y = b;
+    int64_t kx, ky;
+    switch (g_order) {
+    case 0: kx = x->bytes, ky = y->bytes; break;                                   /* size */
+    case 1: kx = x->bytes * (x->last - x->first + 1), ky = y->bytes * (y->last - y->first + 1); break; /* area */
+    case 2: kx = x->last - x->first, ky = y->last - y->first; break;               /* lifetime */
+    default: kx = -x->first, ky = -y->first; break;                                /* program order */
+    }
+    if (kx != ky) return kx > ky ? -1 : 1;
     if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
     if (x->first != y->first) return x->first < y->first ? -1 : 1;
     return x->order - y->order;
@@ -55,6 +66,28 @@ static int cmp_buf(const void *a, const void *b) {
 static int cmp_off(const void *a, const void *b) {
     const buf *x = *(buf *const *)a, *y = *(buf *const *)b;
     return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Places bufs in array order, each at the best-fitting gap among already placed buffers whose
+ * lifetimes overlap it; returns the peak. O(n^2 log n): fine up to tens of thousands of buffers. */
+static int64_t place(buf *bufs, int nb, buf **placed) {
+    int64_t peak = 0;
+    for (int i = 0; i < nb; i++) {
+        buf *b = &bufs[i];
+        int np = 0;
+        for (int k = 0; k < i; k++)
+            if (bufs[k].first <= b->last && b->first <= bufs[k].last) placed[np++] = &bufs[k];
+        qsort(placed, (size_t)np, sizeof *placed, cmp_off);
+        int64_t best = -1, best_gap = INT64_MAX, cur = 0;
+        for (int k = 0; k < np; k++) {
+            int64_t gap = placed[k]->offset - cur;
+            if (gap >= b->bytes && gap < best_gap) best = cur, best_gap = gap;
+            if (placed[k]->offset + placed[k]->bytes > cur) cur = placed[k]->offset + placed[k]->bytes;
+        }
+        b->offset = best >= 0 ? best : cur;
+        if (b->offset + b->bytes > peak) peak = b->offset + b->bytes;
+    }
+    return peak;
 }
 
 ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
@@ -125,27 +158,22 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
     }
     for (int i = 0; i < nb; i++)
         if (bufs[i].bytes == 0) bufs[i].bytes = CK_ALIGN; /* empty tensors still get a distinct address */
-    qsort(bufs, (size_t)nb, sizeof *bufs, cmp_buf);
-
     buf **placed = malloc(sizeof(buf *) * (size_t)(nb + 1));
-    CK_ASSERT(placed);
-    int64_t dyn_peak = 0;
-    for (int i = 0; i < nb; i++) {
-        buf *b = &bufs[i];
-        int np = 0;
-        for (int k = 0; k < i; k++)
-            if (bufs[k].first <= b->last && b->first <= bufs[k].last) placed[np++] = &bufs[k];
-        qsort(placed, (size_t)np, sizeof *placed, cmp_off);
-        int64_t best = -1, best_gap = INT64_MAX, cur = 0;
-        for (int k = 0; k < np; k++) {
-            int64_t gap = placed[k]->offset - cur;
-            if (gap >= b->bytes && gap < best_gap) best = cur, best_gap = gap;
-            if (placed[k]->offset + placed[k]->bytes > cur) cur = placed[k]->offset + placed[k]->bytes;
+    int64_t *best_off = malloc(sizeof(int64_t) * (size_t)(nb + 1));
+    CK_ASSERT(placed && best_off);
+    int64_t dyn_peak = INT64_MAX;
+    for (int order = 0; order < 4; order++) {
+        g_order = order;
+        qsort(bufs, (size_t)nb, sizeof *bufs, cmp_buf);
+        int64_t peak = place(bufs, nb, placed);
+        if (peak < dyn_peak) {
+            dyn_peak = peak;
+            for (int i = 0; i < nb; i++) best_off[bufs[i].order] = bufs[i].offset;
         }
-        b->offset = best >= 0 ? best : cur;
-        if (b->offset + b->bytes > dyn_peak) dyn_peak = b->offset + b->bytes;
     }
+    for (int i = 0; i < nb; i++) bufs[i].offset = best_off[bufs[i].order];
     free(placed);
+    free(best_off);
 
     /* write back; find the step with the most live dynamic bytes */
     int64_t *live = calloc((size_t)nn + 2, sizeof *live), *live_ws = calloc((size_t)nn + 2, sizeof *live_ws);
