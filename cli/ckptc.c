@@ -280,8 +280,9 @@ static int cmd_inspect(int argc, char **argv) {
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
-/* Where the generated Makefile finds libckrt: this build tree when ckptc runs from it, else
- * the install prefix. */
+/* Where the generated Makefile finds libckrt: this build tree when ckptc runs from it, else the
+ * prefix ckptc is installed under (PREFIX/bin/ckptc -> PREFIX/lib, PREFIX/include/ckptc), else
+ * the configured install prefix. */
 static void ckrt_paths(char *inc, char *lib, size_t n) {
     char exe[4096];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -289,15 +290,25 @@ static void ckrt_paths(char *inc, char *lib, size_t n) {
     char *slash = strrchr(exe, '/');
     if (slash) *slash = 0;
     char probe[4200];
-    snprintf(probe, sizeof probe, "%s/runtime/libckrt.a", exe);
     struct stat st;
-    if (k > 0 && stat(probe, &st) == 0 && strcmp(exe, CK_BINARY_DIR) == 0) {
+    snprintf(probe, sizeof probe, "%s/runtime/libckrt.a", exe);
+    if (k > 0 && strcmp(exe, CK_BINARY_DIR) == 0 && stat(probe, &st) == 0) {
         snprintf(inc, n, "%s/runtime", CK_SOURCE_DIR);
         snprintf(lib, n, "%s/runtime", CK_BINARY_DIR);
-    } else {
-        snprintf(inc, n, "%s/include/ckptc", CK_INSTALL_PREFIX);
-        snprintf(lib, n, "%s/lib", CK_INSTALL_PREFIX);
+        return;
     }
+    slash = strrchr(exe, '/');
+    if (k > 0 && slash) {
+        *slash = 0; /* PREFIX */
+        snprintf(probe, sizeof probe, "%s/lib/libckrt.a", exe);
+        if (stat(probe, &st) == 0) {
+            snprintf(inc, n, "%s/include/ckptc", exe);
+            snprintf(lib, n, "%s/lib", exe);
+            return;
+        }
+    }
+    snprintf(inc, n, "%s/include/ckptc", CK_INSTALL_PREFIX);
+    snprintf(lib, n, "%s/lib", CK_INSTALL_PREFIX);
 }
 
 /* The whole compiler: load, passes, codegen. */
