@@ -702,7 +702,7 @@ int ck_slice_params(const ck_node *n, int64_t *start, int64_t *step, int64_t *co
             e = e < 0 ? 0 : e > dim ? dim : e;
             count[a] = e > s ? (e - s + sp[i] - 1) / sp[i] : 0;
         } else {
-            s = s < 0 ? -1 : s > dim - 1 ? dim - 1 : s;
+            s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
             e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
             count[a] = s > e ? (s - e + (-sp[i]) - 1) / (-sp[i]) : 0;
         }

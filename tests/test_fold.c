@@ -415,17 +415,22 @@ START_TEST(concat_split_values) {
     attr_int(cat, "axis", -1);
     ck_node *cat0 = NODE(CK_OP_CONCAT, "/Concat_0", 1, VEC("c", 1), VEC("d", 2, 3), VEC("e", 4));
     attr_int(cat0, "axis", 0);
+    /* axis 0 of 2-D inputs: whole rows are copied */
+    ck_node *rows = NODE(CK_OP_CONCAT, "/Concat_rows", 1, CONST_I64("r1", DIMS(1, 2), 1, 2), CONST_I64("r2", DIMS(2, 2), 3, 4, 5, 6));
+    attr_int(rows, "axis", 0);
     ck_node *sp = NODE(CK_OP_SPLIT, "/Split", 2, CONST_I64("m", DIMS(2, 3), 1, 2, 3, 4, 5, 6), VEC("sizes", 1, 2));
     attr_int(sp, "axis", 1);
     ck_node *sp0 = NODE(CK_OP_SPLIT, "/Split_0", 3, VEC("v", 1, 2, 3, 4, 5, 6, 7));
     attr_int(sp0, "num_outputs", 3);
-    OUTPUTS(cat->out[0], cat0->out[0], sp->out[0], sp->out[1], sp0->out[0], sp0->out[1], sp0->out[2]);
+    OUTPUTS(cat->out[0], cat0->out[0], rows->out[0], sp->out[0], sp->out[1], sp0->out[0], sp0->out[1], sp0->out[2]);
     FOLD(BIG);
     ck_assert_int_eq(G->n_nodes, 0);
     CONST_SHAPE(cat->out[0], CK_I64, 2, 3);
     VALUES_I(cat->out[0], 1, 3, 4, 2, 5, 6);
     CONST_SHAPE(cat0->out[0], CK_I64, 4);
     VALUES_I(cat0->out[0], 1, 2, 3, 4);
+    CONST_SHAPE(rows->out[0], CK_I64, 3, 2);
+    VALUES_I(rows->out[0], 1, 2, 3, 4, 5, 6);
     CONST_SHAPE(sp->out[0], CK_I64, 2, 1);
     VALUES_I(sp->out[0], 1, 4);
     CONST_SHAPE(sp->out[1], CK_I64, 2, 2);
