@@ -32,140 +32,27 @@ Writes a per-op table and the lists of failures and rejected-supported-op cases 
 tests/onnx_node_tests.md (or --report FILE); the last stdout line is `N passed, N failed, N skipped`.
 Exit status 1 if anything FAILed, else 0.
 """
+import argparse
+import collections
+import datetime
+import glob
+import json
+import multiprocessing
 import os
+import re
+import subprocess
 import sys
 
-import importlib.util
-# the python3 on PATH may be a pyenv interpreter without onnx: use Debian's
-if importlib.util.find_spec("onnx") is None and os.path.exists("/usr/bin/python3") and \
-        os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):
-    os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-
-# Debian 12's python3-onnx (1.12) still uses numpy aliases that numpy 1.24 removed
-# (np.float and np.object are hit by the node-test generators; int/bool for good measure).
-# They must exist before onnx is imported.
-import warnings  # noqa: E402
-warnings.filterwarnings("ignore", category=FutureWarning)
-warnings.filterwarnings("ignore", category=DeprecationWarning)
-import numpy as np  # noqa: E402
-for _alias, _typ in (("float", float), ("int", int), ("bool", bool), ("object", object)):
-    if _alias not in np.__dict__:
-        setattr(np, _alias, _typ)
+# onnx_common re-executes under Debian's python3 when needed and restores the NumPy aliases that
+# python3-onnx 1.12 needs: it must be imported before onnx
+from onnx_common import (ROOT, OLD_OPSET, RUNTIME_CONST, node_data_dir, promote_inputs, reason_group,  # noqa: E402
+                         reference, restamp_opset, strip_error_prefix, supported_ops, walk_ops)
 import onnx  # noqa: E402
-from onnx import TensorProto  # noqa: E402
 
-import argparse  # noqa: E402
-import collections  # noqa: E402
-import datetime  # noqa: E402
-import glob  # noqa: E402
-import json  # noqa: E402
-import multiprocessing  # noqa: E402
-import re  # noqa: E402
-import subprocess  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-INSTALLED_DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
 TIMEOUT_S = 20
-
-# ONNX element type -> ckptc's dtype name (the rest print as ONNX spells them, lower case)
-DTYPE_NAMES = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
-               TensorProto.INT64: "int64", TensorProto.INT32: "int32", TensorProto.INT16: "int16",
-               TensorProto.INT8: "int8", TensorProto.UINT8: "uint8", TensorProto.BOOL: "bool"}
-
-
-def dtype_name(code):
-    if code in DTYPE_NAMES:
-        return DTYPE_NAMES[code]
-    try:
-        return TensorProto.DataType.Name(code).lower()
-    except ValueError:
-        return "code%d" % code
-
-
-def supported_ops():
-    """ONNX op names from ir/ops.def, plus Constant (the loader turns it into a value)."""
-    with open(os.path.join(ROOT, "ir", "ops.def")) as f:
-        ops = set(re.findall(r'^\s*CK_OP\(\s*\w+\s*,\s*"(\w+)"', f.read(), re.M))
-    return ops | {"Constant"}
-
-
-# ---------------------------------------------------------------- test data
-
-def node_data_dir(workdir):
-    """Directory holding test_*/ for the node tests: the installed copy, else generated data."""
-    if len(glob.glob(os.path.join(INSTALLED_DATA, "test_*", "model.onnx"))) > 100:
-        return INSTALLED_DATA
-    out = os.path.join(workdir, "node")
-    stamp = os.path.join(workdir, "GENERATED_BY_ONNX_" + onnx.__version__)
-    if not os.path.exists(stamp) or not glob.glob(os.path.join(out, "test_*", "model.onnx")):
-        print("generating the ONNX %s backend test data into %s ..." % (onnx.__version__, workdir), flush=True)
-        os.makedirs(workdir, exist_ok=True)
-        from onnx.backend.test import cmd_tools
-        saved = sys.argv
-        sys.argv = ["backend-test-tools", "generate-data", "-o", workdir]
-        try:
-            cmd_tools.main()
-        finally:
-            sys.argv = saved
-        open(stamp, "w").close()
-    return out
-
-
-def load_tensor(path):
-    """(dtype name, shape) of a TensorProto file."""
-    t = TensorProto()
-    with open(path, "rb") as f:
-        t.ParseFromString(f.read())
-    return dtype_name(t.data_type), list(t.dims)
-
-
-def walk_ops(graph, acc):
-    for n in graph.node:
-        acc.add(n.op_type if n.domain in ("", "ai.onnx") else "%s:%s" % (n.domain, n.op_type))
-        for a in n.attribute:
-            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
-                walk_ops(g, acc)
-    return acc
 
 
 # ---------------------------------------------------------------- one test
-
-# ckptc's messages for a model stamped with too old an opset, and for a shape-like input (Reshape's
-# shape, Slice's starts, ...) that is computed at run time (here: a graph input)
-OLD_OPSET = re.compile(r"opset (\d+) of the default domain is not supported \(ckptc supports (\d+) to")
-RUNTIME_CONST = re.compile(r"input \d+ '([^']*)' \w+ \([^)]*\) must be a constant known at compile time")
-
-
-def reference(tdir, g):
-    """Graph inputs (initializers excluded) and outputs paired with their reference (dtype, shape),
-    plus --dim bindings for symbolic input dims and any problem binding them."""
-    ds = os.path.join(tdir, "test_data_set_0")
-    inits = {t.name for t in g.initializer}
-    ins, dims, problems = [], {}, []
-    for i, vi in enumerate(g.input):
-        pb = os.path.join(ds, "input_%d.pb" % i)
-        is_tensor = vi.type.HasField("tensor_type")
-        ref = load_tensor(pb) if is_tensor and os.path.exists(pb) else None
-        if vi.name in inits:
-            continue
-        ins.append((vi.name, ref, pb))
-        if not is_tensor or not vi.type.tensor_type.HasField("shape"):
-            continue
-        for k, dm in enumerate(vi.type.tensor_type.shape.dim):
-            if not dm.HasField("dim_param"):
-                continue
-            if ref is None or k >= len(ref[1]):
-                problems.append("no reference tensor for symbolic dim '%s' of '%s'" % (dm.dim_param, vi.name))
-            elif dims.setdefault(dm.dim_param, ref[1][k]) != ref[1][k]:
-                problems.append("symbolic dim '%s' is %d and %d in the test data" %
-                                (dm.dim_param, dims[dm.dim_param], ref[1][k]))
-    outs = []
-    for i, vi in enumerate(g.output):
-        pb = os.path.join(ds, "output_%d.pb" % i)
-        ok = vi.type.HasField("tensor_type") and os.path.exists(pb)
-        outs.append((vi.name, load_tensor(pb) if ok else None))
-    return ins, outs, dims, problems
-
 
 def inspect(ckptc, model_path, ins, outs, dims, res):
     """Runs ckptc on one model and fills res's status/reason/details."""
@@ -184,8 +71,7 @@ def inspect(ckptc, model_path, ins, outs, dims, res):
     err_lines = [ln for ln in p.stderr.decode(errors="replace").splitlines() if ln.strip()]
     if p.returncode == 2:
         first = next((ln for ln in err_lines if "ckptc: error:" in ln), err_lines[0] if err_lines else "(no message)")
-        # drop "ckptc: error: /path/model.onnx: " so reasons group across tests
-        first = re.sub(r"^ckptc: error: (\S*model\.onnx: )?", "", first)
+        first = strip_error_prefix(first)  # so that reasons group across tests
         res.update(status="SKIP", reason=first)
         return res
     if p.returncode != 0:
@@ -235,49 +121,26 @@ def save_variant(model, workdir, name):
     return path
 
 
-def restamp_opset(model, res):
-    """Re-stamps model (in place) with ckptc's lowest opset; the target, or None when some op's
-    schema changed between the model's opset and the target."""
-    m = OLD_OPSET.search(res["reason"])
-    old, target = int(m.group(1)), int(m.group(2))
-    for n in model.graph.node:
-        try:
-            if onnx.defs.get_schema(n.op_type, target, n.domain).since_version > old:
-                return None
-        except onnx.defs.SchemaError:
-            return None
-    for imp in model.opset_import:
-        if imp.domain in ("", "ai.onnx"):
-            imp.version = target
-    return target
-
-
 def run_variant(ckptc, model, res, ins, outs, dims, workdir):
     """res is a SKIP; returns the variant's result dict, or None when no variant applies."""
     name, changes, var = res["name"], [], None
     if OLD_OPSET.search(res["reason"]):
-        target = restamp_opset(model, res)
+        target = restamp_opset(model, res["reason"])
         if target is None:
             return None
         name += "+opset%d" % target
         changes.append("opset %d" % target)
         var = dict(res, name=name, status=None, reason="", details=[])
         inspect(ckptc, save_variant(model, workdir, name), ins, outs, dims, var)
-    g, promoted = model.graph, []
+    promoted = []
     for _ in range(8):  # Slice has up to 4 such inputs; each run reports the first one
         cur = var or res
         m = RUNTIME_CONST.search(cur["reason"]) if cur["status"] == "SKIP" else None
         src = [x for x in ins if m and x[0] == m.group(1) and x[1] is not None]
         if not src:
             break
-        t = onnx.load_tensor(src[0][2])
-        t.name = src[0][0]
-        g.initializer.append(t)
-        keep = [vi for vi in g.input if vi.name != t.name]
-        del g.input[:]
-        g.input.extend(keep)
-        ins = [x for x in ins if x[0] != t.name]
-        promoted.append(t.name)
+        ins = promote_inputs(model, ins, [src[0][0]])
+        promoted.append(src[0][0])
         var = dict(res, name=name + "+const", status=None, reason="", details=[])
         inspect(ckptc, save_variant(model, workdir, name + "+const"), ins, outs, dims, var)
     if var is None:
@@ -311,15 +174,6 @@ def run_one(job):
 
 
 # ---------------------------------------------------------------- report
-
-def reason_group(reason):
-    """A coarse key for grouping refusal messages: names, numbers and shapes removed."""
-    r = re.sub(r"^node '[^']*' \(([^)]*)\): ", r"\1: ", reason)
-    r = re.sub(r"'[^']*'", "'…'", r)
-    r = re.sub(r"\([0-9,]*\)", "(…)", r)
-    r = re.sub(r"(?<!\w)-?\d+(?!\w)", "N", r)
-    return r
-
 
 def write_report(path, results, supported, data_dir, ckptc):
     counts = collections.Counter(r["status"] for r in results)
