@@ -39,7 +39,7 @@ ck_status ck_emit_want_dtype(ck_emit *e, const ck_node *n, const ck_value *v, co
 /* fprintf to e->f when emitting; nothing when checking. */
 void ck_emit_printf(ck_emit *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, infer, kernel, ws) \
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws) \
     ck_status ck_emit_##kernel(ck_emit *e, const ck_node *n);
 #include "ops.def"
 #undef CK_OP

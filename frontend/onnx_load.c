@@ -395,6 +395,10 @@ static bool load_node(loader *L, const Onnx__NodeProto *np, ck_op op) {
         ins[i] = ck_map_get(L->names, np->input[i]);
         CK_ASSERT(ins[i]); /* the topological sort checked every reference */
     }
+    if (op == CK_OP_BATCH_NORM && n_out > 3) { /* outputs 3, 4 are ckptc's own */
+        LERR(L, "node '%s' (BatchNormalization): has %zu outputs, expected at most 3", nn, n_out);
+        return false;
+    }
     ck_node *n = ck_graph_add_node(L->g, op, nn, (int)n_in, ins, (int)n_out);
     for (size_t k = 0; k < n_out; k++) {
         if (!*np->output[k]) {

@@ -134,7 +134,6 @@ char *ck_shape_str(const ck_value *v, char *buf, size_t n);
 /* ---------------------------------------------------------------- ops (declared in ops.def) */
 
 enum {
-    CK_OPF_DIFF = 1 << 0,        /* has a gradient rule (differentiable in its float inputs) */
     CK_OPF_RECOMPUTABLE = 1 << 1,/* may be run again in a checkpointed backward */
     CK_OPF_STATEFUL = 1 << 2,    /* updates state: never run twice */
     CK_OPF_RANDOM = 1 << 3,      /* draws from the counter-based RNG */
@@ -142,7 +141,7 @@ enum {
 };
 
 typedef enum {
-#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, infer, kernel, ws) CK_OP_##e,
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws) CK_OP_##e,
 #include "ops.def"
 #undef CK_OP
     CK_OP_COUNT
@@ -155,11 +154,13 @@ typedef struct ck_op_info {
     const char *onnx_name;
     int in_min, in_max, out_min, out_max;
     unsigned flags;
+    uint64_t diff_inputs; /* bit i: input i is differentiable */
     ck_infer_fn infer;
     ck_ws_fn workspace;   /* scratch bytes the kernel needs, NULL: none */
 } ck_op_info;
 
 int64_t ck_ws_conv(const ck_node *n);
+int64_t ck_ws_conv_grad(const ck_node *n);
 
 extern const ck_op_info ck_ops[CK_OP_COUNT];
 bool ck_op_from_name(const char *onnx_name, ck_op *op);

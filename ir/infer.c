@@ -326,7 +326,11 @@ ck_status ck_infer_batch_norm(ck_node *n, ck_diag *d) {
     if (!training && n->n_out > 1 && (n->out[1] || (n->n_out > 2 && n->out[2])))
         return node_err(d, n, CK_ERR_MODEL, "running_mean/running_var outputs require training_mode=1");
     copy_out(n, 0, x);
-    for (int k = 1; k < n->n_out; k++) copy_out(n, k, n->in[k + 2]);
+    /* outputs 1, 2: updated running mean/var (ONNX); 3, 4: the batch mean and inverse standard
+     * deviation, internal outputs the gradient rule adds for the backward */
+    for (int k = 1; k < n->n_out && k < 3; k++) copy_out(n, k, n->in[k + 2]);
+    for (int k = 3; k < n->n_out; k++) copy_out(n, k, n->in[1]);
+    if (n->n_out > 3 && !training) return node_err(d, n, CK_ERR_MODEL, "saved statistics require training_mode=1");
     return CK_OK;
 }
 

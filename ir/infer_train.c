@@ -1,0 +1,115 @@
+/* infer_train.c — shape inference for the internal ops the training passes create (loss,
+ * gradients, optimizer updates). They are rows of ops.def like any op, named "ckptc.*" so no
+ * ONNX file can name them; their attributes are set by the passes, never by users, so broken
+ * attributes here are invariant violations (CK_ASSERT), while shapes are still checked.
+ */
+#include "ck_ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void set_like(ck_value *o, const ck_value *v, ck_dtype dt) {
+    if (!o) return;
+    o->dtype = dt;
+    o->rank = v->rank;
+    memcpy(o->dims, v->dims, sizeof o->dims);
+}
+
+static void set_dims(ck_value *o, ck_dtype dt, const ck_attr *a) {
+    CK_ASSERT(a && a->kind == CK_ATTR_INTS && a->n <= CK_MAX_RANK);
+    o->dtype = dt;
+    o->rank = a->n;
+    for (int i = 0; i < a->n; i++) o->dims[i] = a->ints[i];
+}
+
+static ck_status shape_err(ck_diag *d, const ck_node *n, const char *what) {
+    ck_diag_add(d, "node '%s' (%s): %s", n->name, ck_ops[n->op].onnx_name, what);
+    return CK_ERR_SHAPE;
+}
+
+static bool same_shape(const ck_value *a, const ck_value *b) {
+    return a->rank == b->rank && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
+}
+
+/* logits (..., V) float, labels (...) int64 -> scalar mean loss */
+ck_status ck_infer_cross_entropy(ck_node *n, ck_diag *d) {
+    const ck_value *x = n->in[0], *y = n->in[1];
+    char a[CK_SHAPE_STR_MAX], b[CK_SHAPE_STR_MAX], msg[600];
+    if (x->rank < 1 || !ck_dtype_is_float(x->dtype)) return shape_err(d, n, "logits must be a float tensor of rank >= 1");
+    bool ok = y->rank == x->rank - 1 && (y->dtype == CK_I64 || y->dtype == CK_I32);
+    for (int i = 0; ok && i < y->rank; i++) ok = y->dims[i] == x->dims[i];
+    if (!ok) {
+        snprintf(msg, sizeof msg, "labels %s %s must be int64 with the logits' shape %s minus the class axis",
+                 ck_dtype_name(y->dtype), ck_shape_str(y, a, sizeof a), ck_shape_str(x, b, sizeof b));
+        return shape_err(d, n, msg);
+    }
+    n->out[0]->dtype = x->dtype;
+    n->out[0]->rank = 0;
+    return CK_OK;
+}
+
+/* (dloss, logits, labels) -> dlogits */
+ck_status ck_infer_cross_entropy_grad(ck_node *n, ck_diag *d) {
+    (void)d;
+    set_like(n->out[0], n->in[1], n->in[1]->dtype);
+    return CK_OK;
+}
+
+/* Output shaped like input 1 (UnaryGrad: (dy, x); SoftmaxGrad: (dy, y); PoolGrad: (dy, x)). */
+ck_status ck_infer_like_input1(ck_node *n, ck_diag *d) {
+    if (n->op != CK_OP_POOL_GRAD && !same_shape(n->in[0], n->in[1])) return shape_err(d, n, "gradient and saved tensor differ in shape");
+    set_like(n->out[0], n->in[1], n->in[1]->dtype);
+    return CK_OK;
+}
+
+/* DropoutGrad: (dy) -> dx */
+ck_status ck_infer_like_input0(ck_node *n, ck_diag *d) {
+    (void)d;
+    set_like(n->out[0], n->in[0], n->in[0]->dtype);
+    return CK_OK;
+}
+
+/* (dy, x, scale, mean, inv_std) -> dx, dscale, dbias (scale-shaped) */
+ck_status ck_infer_norm_grad(ck_node *n, ck_diag *d) {
+    if (!same_shape(n->in[0], n->in[1])) return shape_err(d, n, "gradient and input differ in shape");
+    set_like(n->out[0], n->in[1], n->in[1]->dtype);
+    for (int k = 1; k < n->n_out; k++) set_like(n->out[k], n->in[2], n->in[2]->dtype);
+    return CK_OK;
+}
+
+/* ConvGradInput (dy, w) -> dx of attr input_shape; ConvGradWeight (dy, x) -> dw of attr
+ * weight_shape; GatherGrad (dy, indices) -> d(data) of attr data_shape; SliceGrad (dy) -> dx of
+ * attr input_shape. */
+ck_status ck_infer_grad_to_shape(ck_node *n, ck_diag *d) {
+    (void)d;
+    const char *key = n->op == CK_OP_CONV_GRAD_WEIGHT ? "weight_shape" : n->op == CK_OP_GATHER_GRAD ? "data_shape" : "input_shape";
+    set_dims(n->out[0], n->in[0]->dtype, ck_attr_find(n, key));
+    return CK_OK;
+}
+
+/* SGD (param, grad[, momentum]) and AdamW (param, grad, m, v): updated state, in place. */
+ck_status ck_infer_optimizer(ck_node *n, ck_diag *d) {
+    for (int i = 1; i < n->n_in; i++)
+        if (!same_shape(n->in[0], n->in[i])) return shape_err(d, n, "parameter, gradient and state differ in shape");
+    for (int k = 0; k < n->n_out; k++) set_like(n->out[k], n->in[k == 0 ? 0 : k + 1], n->in[0]->dtype);
+    return CK_OK;
+}
+
+/* The CPU conv-gradient kernels lower one image (one group) at a time through a column matrix:
+ * (C/group * prod(kernel)) x prod(dy spatial) floats, as the forward does. */
+int64_t ck_ws_conv_grad(const ck_node *n) {
+    const ck_value *dy = n->in[0];
+    const ck_attr *shape = ck_attr_find(n, n->op == CK_OP_CONV_GRAD_WEIGHT ? "weight_shape" : "input_shape");
+    CK_ASSERT(shape && shape->n == dy->rank);
+    int64_t group = ck_attr_int(n, "group", 1), k, sp = 1;
+    if (n->op == CK_OP_CONV_GRAD_WEIGHT) {
+        k = shape->ints[1];
+        for (int i = 2; i < shape->n; i++) k *= shape->ints[i];
+    } else {
+        const ck_value *w = n->in[1];
+        k = shape->ints[1] / group;
+        for (int i = 2; i < w->rank; i++) k *= w->dims[i];
+    }
+    for (int i = 2; i < dy->rank; i++) sp *= dy->dims[i];
+    return k * sp * (int64_t)ck_dtype_size(dy->dtype);
+}
