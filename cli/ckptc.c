@@ -1,6 +1,6 @@
 /* ckptc.c — the command line: parses flags, calls the layers in order, prints results.
  *
- *   ckptc MODEL.onnx --infer -o DIR [--dim NAME=N]... [--disable-dropout]
+ *   ckptc MODEL.onnx -o DIR [--infer] [--loss=...] [--optimizer=...] [--dim NAME=N]...
  *   ckptc inspect MODEL.onnx [--dim NAME=N]... [--json]
  *
  * compile() is the whole compiler in one straight-line function: load -> passes -> codegen.
@@ -33,9 +33,9 @@ static const char *usage_main =
     "cut by checkpointing and offload.\n"
     "\n"
     "commands:\n"
-    "  MODEL.onnx --infer -o DIR\n"
-    "                       compile the forward pass into DIR (model.c, weights.bin, plan.json,\n"
-    "                       Makefile); `make -C DIR` builds DIR/model\n"
+    "  MODEL.onnx -o DIR    compile a training program into DIR (trainer.c, weights.bin,\n"
+    "                       plan.json, Makefile; --infer: the forward pass only, model.c);\n"
+    "                       `make -C DIR` builds it (see ckptc MODEL.onnx --help)\n"
     "  inspect MODEL.onnx   load a model, fold its shape subgraphs, infer every shape and print\n"
     "                       opset, producer, inputs/outputs, parameters, op histogram and nodes\n"
     "\n"
@@ -44,13 +44,28 @@ static const char *usage_main =
     "  -V, --version        print the version\n";
 
 static const char *usage_compile =
-    "usage: ckptc MODEL.onnx --infer -o DIR [--dim NAME=N]... [--disable-dropout]\n"
+    "usage: ckptc MODEL.onnx -o DIR [options]\n"
     "\n"
-    "  -o, --output DIR     write model.c, weights.bin, plan.json and Makefile into DIR\n"
-    "  --infer              compile the forward pass only (training is not available yet)\n"
-    "  --dim NAME=N         bind the symbolic input dimension NAME to N\n"
-    "  --disable-dropout    treat every Dropout as the identity\n"
-    "  -h, --help           show this help\n";
+    "Compiles MODEL.onnx into DIR: trainer.c (or model.c with --infer), weights.bin, plan.json and a\n"
+    "Makefile; `make -C DIR` builds DIR/trainer (DIR/model).\n"
+    "\n"
+    "  -o, --out-dir DIR        where to write the program\n"
+    "  --infer                  forward pass only (an inference program, DIR/model)\n"
+    "  --dim NAME=N             bind the symbolic input dimension NAME to N\n"
+    "  --disable-dropout        treat every Dropout as the identity\n"
+    "training:\n"
+    "  --loss=KIND              cross_entropy (default; adds int64 input 'labels'), mse (adds float input\n"
+    "                           'target'), output (the model's output is the loss)\n"
+    "  --output NAME            the model output the loss reads (default: the first)\n"
+    "  --label-name NAME        name of the labels/target input\n"
+    "  --freeze REGEX           do not train parameters whose names match (POSIX extended regex)\n"
+    "  --optimizer=KIND         sgd, momentum or adamw (default adamw)\n"
+    "  --lr X                   learning rate (default 1e-3)\n"
+    "  --momentum X             momentum (default 0.9; --optimizer=momentum)\n"
+    "  --weight-decay X         default 0 for sgd/momentum, 1e-2 for adamw\n"
+    "  --beta1 X, --beta2 X     AdamW betas (default 0.9, 0.999)\n"
+    "  --eps X                  AdamW epsilon (default 1e-8)\n"
+    "  -h, --help               show this help\n";
 
 static const char *usage_inspect =
     "usage: ckptc inspect MODEL.onnx [--dim NAME=N]... [--json]\n"
@@ -316,31 +331,54 @@ static ck_status compile(const char *path, const ck_load_options *lo, const ck_o
                          ck_diag *d) {
     ck_graph *g = NULL;
     ck_status st = ck_frontend_load(path, lo, &g, d);
+    if (!st && !o->infer) st = ck_pass_loss(g, o, d);
+    if (!st && !o->infer) st = ck_pass_autodiff(g, o, d);
+    if (!st && !o->infer) st = ck_pass_optimizer(g, o, d);
+    if (!st) st = ck_graph_verify(g, d);
     if (!st) st = ck_codegen_check(g, o, d); /* reject what cannot run before any work */
     if (!st) st = ck_pass_plan(g, o, d);
     if (!st) st = ck_graph_verify(g, d);
     if (!st) st = ck_codegen(g, o, co, d);
-    if (!st)
-        printf("ckptc: wrote %s/{model.c,weights.bin,plan.json,Makefile}: %d nodes, arena %lld bytes "
-               "(params %lld, inputs %lld, activations %lld, workspace %lld)\n",
-               co->out_dir, g->n_nodes, (long long)g->plan.arena_bytes, (long long)g->plan.bytes[CK_MEM_PARAMS],
-               (long long)g->plan.bytes[CK_MEM_INPUTS], (long long)g->plan.bytes[CK_MEM_ACTIVATIONS],
-               (long long)g->plan.bytes[CK_MEM_WORKSPACE]);
+    if (!st) {
+        const int64_t *b = g->plan.bytes;
+        printf("ckptc: wrote %s/{%s.c,weights.bin,plan.json,Makefile}: %d nodes", co->out_dir, co->program_name, g->n_nodes);
+        if (g->loss) printf(", %d trainable parameters", g->n_train);
+        printf("\n       planned peak %lld bytes: params %lld, inputs %lld, activations %lld, workspace %lld", (long long)g->plan.arena_bytes,
+               (long long)b[CK_MEM_PARAMS], (long long)b[CK_MEM_INPUTS], (long long)b[CK_MEM_ACTIVATIONS], (long long)b[CK_MEM_WORKSPACE]);
+        if (g->loss) printf(", grads %lld, optimizer state %lld", (long long)b[CK_MEM_GRADS], (long long)b[CK_MEM_OPT_STATE]);
+        printf("\n");
+    }
     ck_graph_free(g);
     return st;
 }
 
+static bool parse_double(const char *s, double lo, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo) || v > 1e30) return false;
+    *out = v;
+    return true;
+}
+
 static int cmd_compile(int argc, char **argv) {
-    static const struct option opts[] = {{"output", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
-                                         {"dim", required_argument, 0, 'd'},    {"disable-dropout", no_argument, 0, 'D'},
-                                         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS };
+    static const struct option opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
+                                         {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
+                                         {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
+                                         {"label-name", required_argument, 0, O_LABEL}, {"freeze", required_argument, 0, O_FREEZE},
+                                         {"optimizer", required_argument, 0, O_OPT}, {"lr", required_argument, 0, O_LR},
+                                         {"momentum", required_argument, 0, O_MOM}, {"weight-decay", required_argument, 0, O_WD},
+                                         {"beta1", required_argument, 0, O_B1}, {"beta2", required_argument, 0, O_B2},
+                                         {"eps", required_argument, 0, O_EPS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ck_dim_binding dims[64];
     int n_dims = 0, c;
-    ck_options o = {0};
+    ck_options o = CK_OPTIONS_DEFAULT;
     const char *out = NULL;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
+        const char *flag = argv[optind - 1];
         switch (c) {
         case 'o': out = optarg; break;
         case 'I': o.infer = true; break;
@@ -350,22 +388,49 @@ static int cmd_compile(int argc, char **argv) {
             if (!parse_dim(optarg, &dims[n_dims])) return user_error("--dim '%s': expected NAME=N with N a positive integer", optarg);
             n_dims++;
             break;
+        case O_LOSS:
+            if (!strcmp(optarg, "cross_entropy")) o.loss = CK_LOSS_CROSS_ENTROPY;
+            else if (!strcmp(optarg, "mse")) o.loss = CK_LOSS_MSE;
+            else if (!strcmp(optarg, "output")) o.loss = CK_LOSS_OUTPUT;
+            else return user_error("--loss '%s': expected cross_entropy, mse or output", optarg);
+            break;
+        case O_OUTPUT: o.output = optarg; break;
+        case O_LABEL:
+            if (!*optarg) return user_error("--label-name: the name is empty");
+            o.label_name = optarg;
+            break;
+        case O_FREEZE: o.freeze = optarg; break;
+        case O_OPT:
+            if (!strcmp(optarg, "sgd")) o.optimizer = CK_OPT_SGD;
+            else if (!strcmp(optarg, "momentum")) o.optimizer = CK_OPT_MOMENTUM;
+            else if (!strcmp(optarg, "adamw")) o.optimizer = CK_OPT_ADAMW;
+            else return user_error("--optimizer '%s': expected sgd, momentum or adamw", optarg);
+            break;
+        case O_LR: case O_MOM: case O_WD: case O_B1: case O_B2: case O_EPS: {
+            double v;
+            if (!parse_double(optarg, 0.0, &v)) return user_error("%s '%s': expected a non-negative number", flag, optarg);
+            if ((c == O_B1 || c == O_B2 || c == O_MOM) && v >= 1.0) return user_error("%s '%s': must be below 1", flag, optarg);
+            if (c == O_LR) o.lr = v;
+            else if (c == O_MOM) o.momentum = v;
+            else if (c == O_WD) o.weight_decay = v;
+            else if (c == O_B1) o.beta1 = v;
+            else if (c == O_B2) o.beta2 = v;
+            else o.eps = v;
+            break;
+        }
         case 'h': fputs(usage_compile, stdout); return 0;
-        case ':': return user_error("option '%s' needs a value", argv[optind - 1]);
-        default: return user_error("unknown option '%s' (see ckptc --help)", argv[optind - 1]);
+        case ':': return user_error("option '%s' needs a value", flag);
+        default: return user_error("unknown option '%s' (see ckptc --help)", flag);
         }
     }
     if (optind >= argc) return user_error("missing MODEL.onnx (see ckptc --help)");
     if (optind + 1 < argc) return user_error("unexpected argument '%s' (one model at a time)", argv[optind + 1]);
     if (!out) return user_error("missing -o DIR: where to write the program");
-    if (!o.infer) return user_error("training programs are not available yet: pass --infer to compile the forward pass");
     const char *path = argv[optind];
-    /* provenance: the command line as given (getopt has permuted argv by now) */
-    char cmdline[4096];
-    snprintf(cmdline, sizeof cmdline, "%s", g_cmdline);
     char inc[4200], lib[4200];
     ckrt_paths(inc, lib, sizeof inc);
-    ck_codegen_options co = {.out_dir = out, .command_line = cmdline, .ckrt_include = inc, .ckrt_lib = lib, .program_name = "model"};
+    ck_codegen_options co = {.out_dir = out, .command_line = g_cmdline, .ckrt_include = inc, .ckrt_lib = lib,
+                             .program_name = o.infer ? "model" : "trainer"};
     ck_load_options lo = {.dims = dims, .n_dims = n_dims};
     ck_diag d = {0};
     ck_status st = compile(path, &lo, &o, &co, &d);

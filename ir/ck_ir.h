@@ -183,6 +183,8 @@ typedef struct ck_attr {
 
 /* ---------------------------------------------------------------- nodes and graph */
 
+typedef enum { CK_PHASE_FORWARD, CK_PHASE_BACKWARD, CK_PHASE_UPDATE } ck_phase;
+
 struct ck_node {
     int id;
     ck_op op;
@@ -193,17 +195,21 @@ struct ck_node {
     int n_attr;
     ck_attr *attr;
     int64_t ws_offset, ws_bytes; /* workspace, set by the memory planner */
+    ck_phase phase;        /* which part of the training step runs it */
 };
 
 /* Memory categories of the plan; every byte of the arena belongs to one. */
-typedef enum { CK_MEM_PARAMS, CK_MEM_INPUTS, CK_MEM_ACTIVATIONS, CK_MEM_WORKSPACE, CK_MEM_COUNT } ck_mem_cat;
+typedef enum {
+    CK_MEM_PARAMS, CK_MEM_INPUTS, CK_MEM_ACTIVATIONS, CK_MEM_WORKSPACE, CK_MEM_GRADS, CK_MEM_OPT_STATE, CK_MEM_COUNT
+} ck_mem_cat;
 const char *ck_mem_cat_name(ck_mem_cat c);
 
 typedef struct ck_mem_plan {
     bool done;
-    int64_t static_bytes;            /* params, buffers, constants, inputs: [0, static_bytes) */
+    int64_t static_bytes;            /* params, buffers, constants, optimizer state, inputs */
+    int64_t weights_bytes;           /* [0, weights_bytes): the data weights.bin holds */
     int64_t arena_bytes;             /* the planned peak: static + the dynamic region's peak */
-    int64_t bytes[CK_MEM_COUNT];     /* per category: static sizes; activations/workspace at the peak */
+    int64_t bytes[CK_MEM_COUNT];     /* per category: static sizes; dynamic ones at the step of the peak */
     int64_t dynamic_lower_bound;     /* max over time of live dynamic bytes: no plan can beat it */
     int n_buffers;                   /* dynamic buffers placed (views excluded) */
 } ck_mem_plan;
@@ -224,6 +230,10 @@ typedef struct ck_graph {
     int64_t ir_version, opset;
     int onnx_nodes;        /* nodes in the file, Constants included, before folding */
     ck_mem_plan plan;      /* filled by the memory planner */
+    /* training: set by the loss and autodiff passes */
+    ck_value *loss;
+    int n_train;
+    ck_value **train_params, **train_grads;
 } ck_graph;
 
 ck_graph *ck_graph_new(void);
@@ -244,6 +254,11 @@ float ck_attr_float(const ck_node *n, const char *name, float dflt);
 const char *ck_attr_str(const ck_node *n, const char *name, const char *dflt);
 
 /* ---------------------------------------------------------------- inference and checks */
+
+/* Slice's per-axis start, step and count after clamping (every axis of the input). */
+ck_status ck_slice_params(const ck_node *n, int64_t *start, int64_t *step, int64_t *count, ck_diag *d);
+/* Shape's [lo, hi) dims range after clamping its start/end attributes. */
+void ck_shape_range(const ck_node *n, int64_t *lo, int64_t *hi);
 
 /* Validates arity, then calls the op's shape-inference function. Messages name the node, its
  * op and the offending inputs with their shapes. */

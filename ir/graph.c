@@ -39,7 +39,7 @@ const char *ck_onnx_dtype_name(int32_t code) {
 }
 
 const char *ck_mem_cat_name(ck_mem_cat c) {
-    static const char *names[] = {"params", "inputs", "activations", "workspace"};
+    static const char *names[] = {"params", "inputs", "activations", "workspace", "grads", "optimizer_state"};
     return (unsigned)c < CK_MEM_COUNT ? names[c] : "?";
 }
 

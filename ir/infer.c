@@ -667,9 +667,7 @@ ck_status ck_infer_split(ck_node *n, ck_diag *d) {
 
 /* Resolves Slice's starts/ends/steps for one axis into a clamped start and a count; shared with
  * the constant folder through ck_slice_params. */
-int ck_slice_params(const ck_node *n, int64_t *start, int64_t *step, int64_t *count, ck_diag *d);
-
-int ck_slice_params(const ck_node *n, int64_t *start, int64_t *step, int64_t *count, ck_diag *d) {
+ck_status ck_slice_params(const ck_node *n, int64_t *start, int64_t *step, int64_t *count, ck_diag *d) {
     const ck_value *x = n->in[0];
     int64_t st[CK_MAX_RANK], en[CK_MAX_RANK], ax[CK_MAX_RANK], sp[CK_MAX_RANK];
     int nst, nen, nax, nsp;
@@ -839,7 +837,6 @@ ck_status ck_infer_trilu(ck_node *n, ck_diag *d) {
 /* ---------------------------------------------------------------- shape producers */
 
 /* Shape's optional start/end (opset 15) clamp into [0, rank]. */
-void ck_shape_range(const ck_node *n, int64_t *lo, int64_t *hi);
 void ck_shape_range(const ck_node *n, int64_t *lo, int64_t *hi) {
     int64_t r = n->in[0]->rank, s = ck_attr_int(n, "start", 0), e = ck_attr_int(n, "end", r);
     if (s < 0) s += r;

@@ -4,8 +4,8 @@
  * after the previous one, and leaves a graph the verifier accepts. The pipeline is
  * ck_compile() in cli/ckptc.c: one straight-line function a reader sees whole.
  *
- * Passes so far: plan (liveness over the scheduled order + static offsets in one arena).
- * The training passes (loss, autodiff, optimizer) and checkpoint/offload passes come next.
+ * Passes: loss -> autodiff -> optimizer (training) -> plan (liveness over the scheduled order +
+ * static offsets in one arena). The checkpoint/offload passes come next.
  */
 #ifndef CK_PASSES_H
 #define CK_PASSES_H
@@ -14,10 +14,38 @@
 
 #define CK_ALIGN 64
 
+typedef enum { CK_LOSS_CROSS_ENTROPY, CK_LOSS_MSE, CK_LOSS_OUTPUT } ck_loss_kind;
+typedef enum { CK_OPT_SGD, CK_OPT_MOMENTUM, CK_OPT_ADAMW } ck_opt_kind;
+
 typedef struct ck_options {
     bool infer;             /* --infer: forward only */
     bool disable_dropout;   /* --disable-dropout: Dropout is the identity */
+    /* training */
+    ck_loss_kind loss;      /* --loss */
+    const char *output;     /* --output: the model output the loss reads (default: the first) */
+    const char *label_name; /* --label-name (default "labels"; "target" for mse) */
+    const char *freeze;     /* --freeze REGEX: parameters not to train */
+    ck_opt_kind optimizer;  /* --optimizer */
+    double lr, momentum, weight_decay, beta1, beta2, eps;
 } ck_options;
+
+/* PyTorch's defaults (torch.optim.SGD / AdamW) */
+#define CK_OPTIONS_DEFAULT                                                                             \
+    {.loss = CK_LOSS_CROSS_ENTROPY, .optimizer = CK_OPT_ADAMW, .lr = 1e-3, .momentum = 0.9,            \
+     .weight_decay = -1 /* per optimizer: 0 for SGD, 1e-2 for AdamW */, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8}
+
+/* Adds the loss: cross_entropy (an int64 labels input shaped like the logits minus the class
+ * axis, mean over positions), mse (a float target input shaped like the output, mean), or output
+ * (the model's output is the loss). The graph's only output becomes the scalar loss. */
+ck_status ck_pass_loss(ck_graph *g, const ck_options *o, ck_diag *d);
+
+/* Reverse-mode autodiff: backward nodes for every value that reaches the loss and depends on a
+ * trainable parameter; fills g->train_params / g->train_grads. */
+ck_status ck_pass_autodiff(ck_graph *g, const ck_options *o, ck_diag *d);
+
+/* One update node per trainable parameter, in place, after the whole backward; optimizer
+ * state (momentum, Adam moments) are zero-initialized OPT_STATE values. */
+ck_status ck_pass_optimizer(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* Memory plan: static region (params, buffers, constants, inputs) then a dynamic region where
  * activations and kernel workspace get offsets by liveness, greedy by size with best fit.
@@ -28,5 +56,7 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* Is this node a view of its first input (no kernel, same bytes)? */
 bool ck_node_is_view(const ck_node *n, const ck_options *o);
+/* The input whose bytes output k overwrites in place (optimizer updates), or -1. */
+int ck_node_inplace_input(const ck_node *n, int k);
 
 #endif

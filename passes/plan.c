@@ -41,6 +41,11 @@ bool ck_node_is_view(const ck_node *n, const ck_options *o) {
     }
 }
 
+int ck_node_inplace_input(const ck_node *n, int k) {
+    if (n->op == CK_OP_SGD || n->op == CK_OP_ADAMW) return k == 0 ? 0 : k + 1;
+    return -1;
+}
+
 static ck_value *root_of(ck_value *v) {
     while (v->alias) v = v->alias;
     return v;
@@ -97,10 +102,14 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
     for (int i = 0; i <= nid; i++) first[i] = -1, last[i] = -1;
     for (int i = 0; i < g->n_values; i++) g->values[i]->alias = NULL, g->values[i]->offset = -1;
 
-    /* views first: their outputs alias the root of their input */
+    /* views and in-place updates first: their outputs alias the root of an input */
     for (int i = 0; i < nn; i++) {
         ck_node *n = g->nodes[i];
         if (ck_node_is_view(n, o)) n->out[0]->alias = root_of(n->in[0]);
+        for (int k = 0; k < n->n_out; k++) {
+            int src = ck_node_inplace_input(n, k);
+            if (src >= 0 && n->out[k]) n->out[k]->alias = root_of(n->in[src]);
+        }
     }
     /* lifetimes, accumulated on roots */
     for (int i = 0; i < nn; i++) {
@@ -119,21 +128,24 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
     }
     for (int i = 0; i < g->n_outputs; i++) last[root_of(g->outputs[i])->id] = nn;
 
-    /* static region: data-carrying values, then inputs */
+    /* static region: data-carrying values (weights.bin's image), optimizer state (zeroed at
+     * start), then inputs */
     ck_mem_plan *p = &g->plan;
     memset(p, 0, sizeof *p);
     int64_t off = 0;
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 3; pass++) {
         for (int i = 0; i < g->n_values; i++) {
             ck_value *v = g->values[i];
             if (v->producer || v->alias) continue;
-            bool is_input = v->role == CK_ROLE_INPUT;
-            if (is_input != (pass == 1)) continue;
+            int which = v->role == CK_ROLE_INPUT ? 2 : v->role == CK_ROLE_OPT_STATE ? 1 : 0;
+            if (which != pass) continue;
             v->offset = off;
             int64_t b = align_up((int64_t)ck_value_bytes(v));
             off += b;
-            p->bytes[is_input ? CK_MEM_INPUTS : CK_MEM_PARAMS] += b;
+            p->bytes[which == 2 ? CK_MEM_INPUTS : which == 1 ? CK_MEM_OPT_STATE : CK_MEM_PARAMS] += b;
         }
+        if (pass == 0) p->weights_bytes = off;
+    }
     p->static_bytes = off;
 
     /* dynamic buffers */
@@ -177,7 +189,8 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
 
     /* write back; find the step with the most live dynamic bytes */
     int64_t *live = calloc((size_t)nn + 2, sizeof *live), *live_ws = calloc((size_t)nn + 2, sizeof *live_ws);
-    CK_ASSERT(live && live_ws);
+    int64_t *live_gr = calloc((size_t)nn + 2, sizeof *live_gr);
+    CK_ASSERT(live && live_ws && live_gr);
     for (int i = 0; i < nb; i++) {
         buf *b = &bufs[i];
         if (b->v) b->v->offset = p->static_bytes + b->offset;
@@ -185,14 +198,17 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
         for (int t = b->first; t <= b->last && t <= nn; t++) {
             live[t] += b->bytes;
             if (!b->v) live_ws[t] += b->bytes;
+            else if (b->v->role == CK_ROLE_GRAD) live_gr[t] += b->bytes;
         }
     }
     int tmax = 0;
     for (int t = 0; t <= nn; t++)
         if (live[t] > live[tmax]) tmax = t;
     p->dynamic_lower_bound = live[tmax];
-    p->bytes[CK_MEM_ACTIVATIONS] = live[tmax] - live_ws[tmax];
+    p->bytes[CK_MEM_ACTIVATIONS] = live[tmax] - live_ws[tmax] - live_gr[tmax];
     p->bytes[CK_MEM_WORKSPACE] = live_ws[tmax];
+    p->bytes[CK_MEM_GRADS] = live_gr[tmax];
+    free(live_gr);
     p->arena_bytes = p->static_bytes + dyn_peak;
     p->n_buffers = nb;
     p->done = true;

@@ -15,10 +15,11 @@
  *     static const ckrt_program program = {.name = "mlp", .step = step, .inputs = inputs, ...};
  *     int main(int argc, char **argv) { return ckrt_main(&program, argc, argv); }
  *
- * ckrt_main parses the command line (--input NAME=FILE.npy, --seed, --dump-outputs DIR,
- * --report FILE.json), allocates the arena once (the size the compiler planned), loads
- * weights.bin into its static region (magic, version and checksum verified), reads or fills the
- * inputs, runs the step, measures the arena's high-water mark and writes outputs and report.
+ * ckrt_main parses the command line, allocates the arena once (the size the compiler planned),
+ * loads weights.bin into its static region (magic, version, layout and checksum verified),
+ * reads or fills the inputs, runs the step (inference) or N training steps (forward, backward,
+ * update; the loss printed each step), measures the arena's high-water mark and writes outputs,
+ * gradients, parameters and the report.
  *
  * Rules: the library never exits the process and never prints on its own except from
  * ckrt_main; every entry point returns CKRT_OK (0) or an error code with a message in c->msg.
@@ -67,9 +68,17 @@ typedef struct ckrt_ctx {
     uint64_t seed;
     int64_t step;
     const char *node;              /* the node being run, named in kernel errors */
+    int check_finite;              /* set: the generated code checks every float output */
     int code;
     char msg[1024];
 } ckrt_ctx;
+
+/* Fails naming the current node when any of the n floats is NaN or infinite. */
+int ckrt_check_finite(ckrt_ctx *c, const float *x, int64_t n);
+#define CKRT_CHECK_FINITE(c, x, n)                                        \
+    do {                                                                 \
+        if ((c)->check_finite) CKRT_TRY(ckrt_check_finite((c), (x), (n))); \
+    } while (0)
 
 /* Records an error (message prefixed with the current node when there is one); returns code. */
 int ckrt_fail(ckrt_ctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -126,27 +135,51 @@ typedef struct ckrt_io {
     int64_t fill_lo, fill_hi;      /* integer inputs filled at random draw from [lo, hi) */
 } ckrt_io;
 
-enum { CKRT_MEM_PARAMS, CKRT_MEM_INPUTS, CKRT_MEM_ACTIVATIONS, CKRT_MEM_WORKSPACE, CKRT_MEM_COUNT };
+enum {
+    CKRT_MEM_PARAMS, CKRT_MEM_INPUTS, CKRT_MEM_ACTIVATIONS, CKRT_MEM_WORKSPACE, CKRT_MEM_GRADS, CKRT_MEM_OPT_STATE,
+    CKRT_MEM_COUNT
+};
+
+/* A trainable parameter (grad_offset >= 0) or a buffer such as BatchNorm's running statistics
+ * (grad_offset -1): what --dump-params and --dump-grads write. */
+typedef struct ckrt_state {
+    const char *name, *file;
+    ckrt_dtype dtype;
+    int rank;
+    int64_t dims[CKRT_MAX_RANK];
+    int64_t offset, grad_offset;
+} ckrt_state;
 
 typedef struct ckrt_program {
     const char *name;
     const char *provenance;        /* ckptc version, command line, producer, opset */
     int64_t arena_bytes;           /* the planned peak */
-    int64_t static_bytes;          /* [0, static_bytes): params, constants, inputs */
-    int64_t weights_bytes;         /* [0, weights_bytes): loaded from weights.bin */
-    uint64_t weights_checksum;
+    int64_t static_bytes;          /* [0, static_bytes): params, constants, optimizer state, inputs */
+    int64_t weights_bytes;         /* [0, weights_bytes): loaded from weights.bin; then zeros */
+    uint64_t weights_layout;       /* hash of weights.bin's tensor table: which file fits */
     int64_t planned_bytes[CKRT_MEM_COUNT];
     int n_inputs, n_outputs;
     const ckrt_io *inputs, *outputs;
+    /* inference: step; training: forward, backward (gradients), update (optimizer) */
     int (*step)(ckrt_ctx *c);
+    int (*forward)(ckrt_ctx *c), (*backward)(ckrt_ctx *c), (*update)(ckrt_ctx *c);
+    int64_t loss_offset;           /* training: the float32 scalar loss */
+    int n_state;
+    const ckrt_state *state;
 } ckrt_program;
 
 /* The generated program's main: returns the process exit status (0, or 2 on a user error). */
 int ckrt_main(const ckrt_program *p, int argc, char **argv);
 
-/* weights.bin: header, tensor table, then the static region's image. */
+/* weights.bin: a 56-byte header (magic, version u32, tensor count u32, payload bytes u64,
+ * payload checksum u64, payload offset u64, layout hash u64, reserved u64), the tensor table
+ * (name, dtype, role, rank, dims, offset, bytes per tensor), then the payload: the image of the
+ * arena's [0, weights_bytes). The program knows the layout hash it was compiled for, so a file
+ * for another model is refused, while weights saved by --save-weights (same layout, new values)
+ * load; the checksum catches corruption. */
 #define CKRT_WEIGHTS_MAGIC "CKPTCWTS"
 #define CKRT_WEIGHTS_VERSION 1
+#define CKRT_WEIGHTS_HEADER 56
 uint64_t ckrt_checksum(const void *data, size_t n);
 
 /* ---------------------------------------------------------------- kernels */

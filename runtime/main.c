@@ -1,18 +1,23 @@
-/* main.c — ckrt_main: everything a generated program does around its step function.
+/* main.c — ckrt_main: everything a generated program does around its step functions.
  *
  * Order of work: parse flags, allocate the arena once (the compiler's planned size plus a guard
- * zone), load weights.bin into the static region (magic, version, size and checksum checked
- * against what the program was compiled with), read each --input .npy (dtype and shape must
- * match exactly; no silent conversion) or fill it from the seed, paint the dynamic region with
- * a canary, run the step, then measure the high-water mark independently of the plan: the
- * highest arena byte that no longer holds the canary. A guard zone past the planned end catches
- * any kernel writing outside the plan. Outputs and the report are written through temporary
- * files renamed into place.
+ * zone), load weights.bin into the static region (magic, version, layout and checksum checked),
+ * zero the optimizer state, read each --input .npy (dtype and shape must match exactly; no silent
+ * conversion) or fill it from the seed, paint the dynamic region with a canary, run the steps,
+ * then measure the high-water mark independently of the plan: the highest arena byte that no
+ * longer holds the canary after the first step. A guard zone past the planned end catches any
+ * kernel writing outside the plan. Files (outputs, gradients, parameters, weights, report) are
+ * written through temporary names renamed into place: a failure never leaves half a file.
+ *
+ * Training: each step runs forward and backward; the loss is checked (a non-finite loss reruns
+ * the forward with every output checked, to name the first node that produced a NaN/Inf, unless
+ * --allow-nonfinite); on the last step the gradients are dumped before the update runs.
  */
 #include "ckrt.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,23 +27,51 @@
 #define GUARD_BYTES 4096
 #define CANARY 0xCBCBCBCBCBCBCBCBull
 
-static const char *usage =
+static const char *usage_infer =
     "usage: %s [--input NAME=FILE.npy]... [--seed S] [--dump-outputs DIR] [--report FILE.json]\n"
     "          [--weights FILE] [--help]\n"
     "\n"
-    "  --input NAME=FILE.npy  feed input NAME (dtype and shape must match; see below)\n"
+    "  --input NAME=FILE.npy  feed input NAME (dtype and shape must match exactly)\n"
     "  --seed S               seed for inputs not given (default 0)\n"
     "  --dump-outputs DIR     write every output to DIR/NAME.npy\n"
     "  --report FILE.json     write planned and measured peak memory and timings\n"
     "  --weights FILE         weights file (default: weights.bin next to this program)\n";
 
+static const char *usage_train =
+    "usage: %s [--steps N] [--input NAME=FILE.npy]... [--seed S] [--dump-grads DIR] [--dump-params DIR]\n"
+    "          [--report FILE.json] [--save-weights FILE] [--weights FILE] [--allow-nonfinite] [--help]\n"
+    "\n"
+    "  --steps N              training steps on the same batch (default 1)\n"
+    "  --input NAME=FILE.npy  feed input NAME (dtype and shape must match exactly)\n"
+    "  --seed S               seed for inputs not given and for dropout (default 0)\n"
+    "  --dump-grads DIR       gradients of the last step, before its update: DIR/PARAM.npy\n"
+    "  --dump-params DIR      parameters and buffers after training: DIR/NAME.npy\n"
+    "  --report FILE.json     losses, planned and measured peak memory, timings\n"
+    "  --save-weights FILE    write the trained weights (loadable with --weights)\n"
+    "  --weights FILE         weights file (default: weights.bin next to this program)\n"
+    "  --allow-nonfinite      keep going when the loss is NaN or infinite\n";
+
 typedef struct run {
     const ckrt_program *p;
     ckrt_ctx c;
     const char *input_file[64];
-    const char *dump_dir, *report, *weights;
+    const char *dump_dir, *report, *weights, *grads_dir, *params_dir, *save_weights;
     uint64_t seed;
+    int64_t steps;
+    int allow_nonfinite;
+    double *losses;
+    double *step_seconds;
+    int64_t measured;
+    int from_file[64];
 } run;
+
+static bool training(const run *r) { return r->p->forward != NULL; }
+
+int ckrt_check_finite(ckrt_ctx *c, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return ckrt_fail(c, CKRT_ERR_DATA, "produced a non-finite value (%g at element %lld)", (double)x[i], (long long)i);
+    return CKRT_OK;
+}
 
 static uint64_t splitmix(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -68,58 +101,64 @@ static void fill_input(const ckrt_io *io, void *dst, uint64_t seed, int index) {
     }
 }
 
-static int shape_eq(const ckrt_array *a, const ckrt_io *io) {
-    if (a->rank != io->rank) return 0;
-    for (int i = 0; i < a->rank; i++)
-        if (a->dims[i] != io->dims[i]) return 0;
-    return 1;
-}
-
 static void shape_str(char *buf, size_t n, int rank, const int64_t *dims) {
     size_t k = (size_t)snprintf(buf, n, "(");
     for (int i = 0; i < rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ",%lld" : "%lld", (long long)dims[i]);
     if (k < n) snprintf(buf + k, n - k, ")");
 }
 
+static int64_t numel(int rank, const int64_t *dims) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    return n;
+}
+
+/* ---------------------------------------------------------------- weights */
+
+static int weights_path(run *r, char *path, size_t n) {
+    if (r->weights) {
+        snprintf(path, n, "%s", r->weights);
+        return CKRT_OK;
+    }
+    ssize_t k = readlink("/proc/self/exe", path, n - 32);
+    if (k <= 0) return ckrt_fail(&r->c, CKRT_ERR_IO, "cannot locate this program to find weights.bin; pass --weights");
+    path[k] = 0;
+    char *slash = strrchr(path, '/');
+    snprintf(slash ? slash + 1 : path, 32, "weights.bin");
+    return CKRT_OK;
+}
+
 static int load_weights(run *r) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
     char path[4096];
-    if (r->weights) {
-        snprintf(path, sizeof path, "%s", r->weights);
-    } else {
-        ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
-        if (n <= 0) return ckrt_fail(c, CKRT_ERR_IO, "cannot locate this program to find weights.bin; pass --weights");
-        path[n] = 0;
-        char *slash = strrchr(path, '/');
-        snprintf(slash ? slash + 1 : path, 32, "weights.bin");
-    }
+    CKRT_TRY(weights_path(r, path, sizeof path));
     FILE *f = fopen(path, "rb");
     if (!f) return ckrt_fail(c, CKRT_ERR_USAGE, "cannot open weights file '%s': %s", path, strerror(errno));
-    unsigned char h[32];
+    unsigned char h[CKRT_WEIGHTS_HEADER];
     int rc = CKRT_ERR_DATA;
-    if (fread(h, 1, 32, f) != 32 || memcmp(h, CKRT_WEIGHTS_MAGIC, 8) != 0) {
+    if (fread(h, 1, sizeof h, f) != sizeof h || memcmp(h, CKRT_WEIGHTS_MAGIC, 8) != 0) {
         ckrt_fail(c, rc, "'%s' is not a ckptc weights file (bad magic)", path);
         goto done;
     }
-    uint32_t version, ntens;
-    uint64_t bytes, sum, table;
+    uint32_t version;
+    uint64_t bytes, sum, at, layout;
     memcpy(&version, h + 8, 4);
-    memcpy(&ntens, h + 12, 4);
     memcpy(&bytes, h + 16, 8);
     memcpy(&sum, h + 24, 8);
+    memcpy(&at, h + 32, 8);
+    memcpy(&layout, h + 40, 8);
     if (version != CKRT_WEIGHTS_VERSION) {
         ckrt_fail(c, rc, "'%s' has format version %u; this program reads version %d", path, version, CKRT_WEIGHTS_VERSION);
         goto done;
     }
-    if ((int64_t)bytes != p->weights_bytes || sum != p->weights_checksum) {
-        ckrt_fail(c, rc, "'%s' does not belong to this program (%llu bytes, checksum %016llx; expected %lld bytes, %016llx)",
-                  path, (unsigned long long)bytes, (unsigned long long)sum, (long long)p->weights_bytes,
-                  (unsigned long long)p->weights_checksum);
+    if ((int64_t)bytes != p->weights_bytes || layout != p->weights_layout) {
+        ckrt_fail(c, rc, "'%s' holds weights for another model (%llu bytes, layout %016llx; this program needs %lld bytes, "
+                  "layout %016llx)", path, (unsigned long long)bytes, (unsigned long long)layout,
+                  (long long)p->weights_bytes, (unsigned long long)p->weights_layout);
         goto done;
     }
-    if (fread(&table, 8, 1, f) != 1 || fseek(f, (long)table, SEEK_SET) != 0 ||
-        fread(c->arena, 1, (size_t)bytes, f) != bytes) {
+    if (fseek(f, (long)at, SEEK_SET) != 0 || fread(c->arena, 1, (size_t)bytes, f) != bytes) {
         ckrt_fail(c, rc, "'%s' is truncated", path);
         goto done;
     }
@@ -133,12 +172,50 @@ done:
     return rc;
 }
 
-static int load_inputs(run *r, int *from_file) {
+/* A copy of the program's weights file with the payload replaced by the current values. */
+static int save_weights(run *r) {
+    ckrt_ctx *c = &r->c;
+    char src[4096], tmp[4200];
+    CKRT_TRY(weights_path(r, src, sizeof src));
+    FILE *in = fopen(src, "rb");
+    if (!in) return ckrt_fail(c, CKRT_ERR_IO, "cannot reread '%s': %s", src, strerror(errno));
+    unsigned char h[CKRT_WEIGHTS_HEADER];
+    uint64_t at = 0;
+    if (fread(h, 1, sizeof h, in) != sizeof h) {
+        fclose(in);
+        return ckrt_fail(c, CKRT_ERR_IO, "cannot reread '%s'", src);
+    }
+    memcpy(&at, h + 32, 8);
+    unsigned char *table = malloc((size_t)at);
+    if (!table || fseek(in, 0, SEEK_SET) != 0 || fread(table, 1, (size_t)at, in) != at) {
+        free(table);
+        fclose(in);
+        return ckrt_fail(c, CKRT_ERR_IO, "cannot reread '%s'", src);
+    }
+    fclose(in);
+    uint64_t sum = ckrt_checksum(c->arena, (size_t)r->p->weights_bytes);
+    memcpy(table + 24, &sum, 8);
+    snprintf(tmp, sizeof tmp, "%s.tmp", r->save_weights);
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(table, 1, (size_t)at, f) == at &&
+              fwrite(c->arena, 1, (size_t)r->p->weights_bytes, f) == (size_t)r->p->weights_bytes;
+    if (f) ok = (fclose(f) == 0) && ok;
+    free(table);
+    if (!ok || rename(tmp, r->save_weights) != 0) {
+        remove(tmp);
+        return ckrt_fail(c, CKRT_ERR_IO, "cannot write '%s': %s", r->save_weights, strerror(errno));
+    }
+    return CKRT_OK;
+}
+
+/* ---------------------------------------------------------------- inputs and files */
+
+static int load_inputs(run *r) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
     for (int i = 0; i < p->n_inputs; i++) {
         const ckrt_io *io = &p->inputs[i];
-        from_file[i] = r->input_file[i] != NULL;
+        r->from_file[i] = r->input_file[i] != NULL;
         if (!r->input_file[i]) {
             fill_input(io, c->arena + io->offset, r->seed, i);
             continue;
@@ -149,40 +226,60 @@ static int load_inputs(run *r, int *from_file) {
         shape_str(want, sizeof want, io->rank, io->dims);
         shape_str(got, sizeof got, a.rank, a.dims);
         int rc = CKRT_OK;
+        bool same = a.rank == io->rank && numel(a.rank, a.dims) == numel(io->rank, io->dims);
+        for (int k = 0; same && k < a.rank; k++) same = a.dims[k] == io->dims[k];
         if (a.dtype != io->dtype)
             rc = ckrt_fail(c, CKRT_ERR_USAGE, "input '%s': '%s' holds %s %s but the model takes %s %s", io->name,
                            r->input_file[i], ckrt_dtype_name(a.dtype), got, ckrt_dtype_name(io->dtype), want);
-        else if (!shape_eq(&a, io))
+        else if (!same)
             rc = ckrt_fail(c, CKRT_ERR_USAGE, "input '%s': '%s' has shape %s but the model takes %s", io->name,
                            r->input_file[i], got, want);
-        else {
-            int64_t n = 1;
-            for (int k = 0; k < a.rank; k++) n *= a.dims[k];
-            memcpy(c->arena + io->offset, a.data, (size_t)n * ckrt_dtype_size(a.dtype));
-        }
+        else
+            memcpy(c->arena + io->offset, a.data, (size_t)numel(a.rank, a.dims) * ckrt_dtype_size(a.dtype));
         free(a.data);
         if (rc) return rc;
     }
     return CKRT_OK;
 }
 
-static int write_report(run *r, int64_t measured, double seconds, const int *from_file) {
+static int write_npys(run *r, const char *dir, bool grads) {
+    const ckrt_program *p = r->p;
+    for (int i = 0; i < p->n_state; i++) {
+        const ckrt_state *s = &p->state[i];
+        if (grads && s->grad_offset < 0) continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s.npy", dir, s->file);
+        CKRT_TRY(ckrt_npy_write(&r->c, path, s->dtype, s->rank, s->dims, r->c.arena + (grads ? s->grad_offset : s->offset)));
+    }
+    return CKRT_OK;
+}
+
+static int write_report(run *r) {
     const ckrt_program *p = r->p;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", r->report);
     FILE *f = fopen(tmp, "w");
     if (!f) return ckrt_fail(&r->c, CKRT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
-    static const char *cat[] = {"params", "inputs", "activations", "workspace"};
-    fprintf(f, "{\n  \"program\": \"%s\",\n  \"backend\": \"%s\",\n", p->name, r->c.be->name);
+    static const char *cat[] = {"params", "inputs", "activations", "workspace", "grads", "optimizer_state"};
+    fprintf(f, "{\n  \"program\": \"%s\",\n  \"backend\": \"%s\",\n  \"mode\": \"%s\",\n", p->name, r->c.be->name,
+            training(r) ? "train" : "infer");
     fprintf(f, "  \"planned_peak_bytes\": %lld,\n  \"measured_peak_bytes\": %lld,\n", (long long)p->arena_bytes,
-            (long long)measured);
+            (long long)r->measured);
     fprintf(f, "  \"planned_bytes\": {");
     for (int k = 0; k < CKRT_MEM_COUNT; k++) fprintf(f, "%s\"%s\": %lld", k ? ", " : "", cat[k], (long long)p->planned_bytes[k]);
-    fprintf(f, "},\n  \"static_bytes\": %lld,\n  \"seed\": %llu,\n  \"step_seconds\": %.6f,\n", (long long)p->static_bytes,
-            (unsigned long long)r->seed, seconds);
+    fprintf(f, "},\n  \"static_bytes\": %lld,\n  \"seed\": %llu,\n  \"steps\": %lld,\n", (long long)p->static_bytes,
+            (unsigned long long)r->seed, (long long)r->steps);
+    fprintf(f, "  \"step_seconds\": [");
+    for (int64_t i = 0; i < r->steps; i++) fprintf(f, "%s%.6f", i ? ", " : "", r->step_seconds[i]);
+    fprintf(f, "],\n");
+    if (training(r)) {
+        fprintf(f, "  \"losses\": [");
+        for (int64_t i = 0; i < r->steps; i++) fprintf(f, "%s%.9g", i ? ", " : "", r->losses[i]);
+        fprintf(f, "],\n");
+    }
     fprintf(f, "  \"inputs\": {");
     for (int i = 0; i < p->n_inputs; i++)
-        fprintf(f, "%s\"%s\": \"%s\"", i ? ", " : "", p->inputs[i].name, from_file[i] ? "file" : "random");
+        fprintf(f, "%s\"%s\": \"%s\"", i ? ", " : "", p->inputs[i].name, r->from_file[i] ? "file" : "random");
     fprintf(f, "},\n  \"outputs\": {");
     for (int i = 0; i < p->n_outputs; i++)
         fprintf(f, "%s\"%s\": \"%s.npy\"", i ? ", " : "", p->outputs[i].name, p->outputs[i].file);
@@ -194,15 +291,33 @@ static int write_report(run *r, int64_t measured, double seconds, const int *fro
     return CKRT_OK;
 }
 
+/* ---------------------------------------------------------------- flags */
+
+static int parse_u64(ckrt_ctx *c, const char *flag, const char *s, uint64_t *out, uint64_t min) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || !*s || s[0] == '-' || v < min)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "%s '%s': expected an integer >= %llu", flag, s, (unsigned long long)min);
+    *out = v;
+    return CKRT_OK;
+}
+
 static int parse_args(run *r, int argc, char **argv) {
-    static const struct option opts[] = {{"input", required_argument, 0, 'i'},  {"seed", required_argument, 0, 's'},
-                                         {"dump-outputs", required_argument, 0, 'o'}, {"report", required_argument, 0, 'r'},
-                                         {"weights", required_argument, 0, 'w'}, {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"input", required_argument, 0, 'i'},  {"seed", required_argument, 0, 's'},        {"dump-outputs", required_argument, 0, 'o'},
+        {"report", required_argument, 0, 'r'}, {"weights", required_argument, 0, 'w'},    {"steps", required_argument, 0, 'n'},
+        {"dump-grads", required_argument, 0, 'g'}, {"dump-params", required_argument, 0, 'p'},
+        {"save-weights", required_argument, 0, 'W'}, {"allow-nonfinite", no_argument, 0, 'A'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     ckrt_ctx *c = &r->c;
     int ch;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        const char *opt = argv[optind - 1];
+        bool train_only = ch == 'n' || ch == 'g' || ch == 'p' || ch == 'W' || ch == 'A';
+        if (train_only && !training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "%s: this is an inference program (see --help)", opt);
+        if (ch == 'o' && training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "--dump-outputs: a training program's output is its loss; see --report");
         switch (ch) {
         case 'i': {
             const char *eq = strchr(optarg, '=');
@@ -221,65 +336,132 @@ static int parse_args(run *r, int argc, char **argv) {
             r->input_file[k] = eq + 1;
             break;
         }
-        case 's': {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(optarg, &end, 10);
-            if (errno || *end || !*optarg || optarg[0] == '-')
-                return ckrt_fail(c, CKRT_ERR_USAGE, "--seed '%s': expected a non-negative integer", optarg);
-            r->seed = v;
+        case 's': CKRT_TRY(parse_u64(c, "--seed", optarg, &r->seed, 0)); break;
+        case 'n': {
+            uint64_t v;
+            CKRT_TRY(parse_u64(c, "--steps", optarg, &v, 1));
+            if (v > 100000000) return ckrt_fail(c, CKRT_ERR_USAGE, "--steps %llu: at most 100000000", (unsigned long long)v);
+            r->steps = (int64_t)v;
             break;
         }
         case 'o': r->dump_dir = optarg; break;
         case 'r': r->report = optarg; break;
         case 'w': r->weights = optarg; break;
-        case 'h': printf(usage, argv[0]); return -1;
-        case ':': return ckrt_fail(c, CKRT_ERR_USAGE, "option '%s' needs a value", argv[optind - 1]);
-        default: return ckrt_fail(c, CKRT_ERR_USAGE, "unknown option '%s' (see --help)", argv[optind - 1]);
+        case 'g': r->grads_dir = optarg; break;
+        case 'p': r->params_dir = optarg; break;
+        case 'W': r->save_weights = optarg; break;
+        case 'A': r->allow_nonfinite = 1; break;
+        case 'h': printf(training(r) ? usage_train : usage_infer, argv[0]); return -1;
+        case ':': return ckrt_fail(c, CKRT_ERR_USAGE, "option '%s' needs a value", opt);
+        default: return ckrt_fail(c, CKRT_ERR_USAGE, "unknown option '%s' (see --help)", opt);
         }
     }
     if (optind < argc) return ckrt_fail(c, CKRT_ERR_USAGE, "unexpected argument '%s' (see --help)", argv[optind]);
     return CKRT_OK;
 }
 
+/* ---------------------------------------------------------------- steps */
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* One training step; dumps gradients before the last update when asked. */
+static int train_step(run *r, int64_t s) {
+    ckrt_ctx *c = &r->c;
+    const ckrt_program *p = r->p;
+    c->step = s + 1;
+    CKRT_TRY(p->forward(c));
+    CKRT_TRY(p->backward(c));
+    CKRT_TRY(c->be->synchronize(c));
+    c->node = NULL;
+    float loss;
+    memcpy(&loss, c->arena + p->loss_offset, sizeof loss);
+    r->losses[s] = loss;
+    if (!isfinite(loss) && !r->allow_nonfinite) {
+        /* rerun the forward (parameters are not updated yet) checking every output */
+        c->check_finite = 1;
+        int rc = p->forward(c);
+        c->check_finite = 0;
+        if (rc) {
+            char msg[sizeof c->msg];
+            snprintf(msg, sizeof msg, "%s", c->msg);
+            return ckrt_fail(c, CKRT_ERR_DATA, "step %lld: the loss is %g; first non-finite tensor: %s (rerun with "
+                             "--allow-nonfinite to go on)", (long long)(s + 1), (double)loss, msg);
+        }
+        return ckrt_fail(c, CKRT_ERR_DATA, "step %lld: the loss is %g but no forward tensor is non-finite on a rerun", (long long)(s + 1),
+                         (double)loss);
+    }
+    if (s + 1 == r->steps && r->grads_dir) CKRT_TRY(write_npys(r, r->grads_dir, true));
+    CKRT_TRY(p->update(c));
+    return c->be->synchronize(c);
+}
+
 static int run_program(run *r, int argc, char **argv) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
+    r->steps = 1;
     int rc = parse_args(r, argc, argv);
     if (rc) return rc;
     if (p->n_inputs > 64) return ckrt_fail(c, CKRT_ERR_INTERNAL, "more than 64 inputs");
+    r->losses = calloc((size_t)r->steps, sizeof *r->losses);
+    r->step_seconds = calloc((size_t)r->steps, sizeof *r->step_seconds);
+    if (!r->losses || !r->step_seconds) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate %lld steps' records", (long long)r->steps);
     CKRT_TRY(c->be->arena_alloc(c, p->arena_bytes + GUARD_BYTES, &c->arena));
     c->arena_bytes = p->arena_bytes;
-    int from_file[64] = {0};
-    if (!(rc = load_weights(r)) && !(rc = load_inputs(r, from_file))) {
+    c->seed = r->seed;
+    if (!(rc = load_weights(r))) {
+        memset(c->arena + p->weights_bytes, 0, (size_t)(p->static_bytes - p->weights_bytes)); /* optimizer state */
+        rc = load_inputs(r);
+    }
+    if (!rc) {
         uint64_t *w = (uint64_t *)(c->arena + p->static_bytes);
-        int64_t nw = (p->arena_bytes + GUARD_BYTES - p->static_bytes) / 8;
+        int64_t nw = (p->arena_bytes + GUARD_BYTES - p->static_bytes) / 8, guard = (p->arena_bytes - p->static_bytes) / 8;
         for (int64_t i = 0; i < nw; i++) w[i] = CANARY;
-        c->seed = r->seed;
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        rc = p->step(c);
-        if (!rc) rc = c->be->synchronize(c);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double t_start = now();
+        for (int64_t s = 0; !rc && s < r->steps; s++) {
+            double t0 = now();
+            if (training(r)) {
+                rc = train_step(r, s);
+            } else {
+                c->step = s + 1;
+                rc = p->step(c);
+                if (!rc) rc = c->be->synchronize(c);
+            }
+            r->step_seconds[s] = now() - t0;
+            if (s == 0) { /* the high-water mark of one whole step, measured before reuse hides it */
+                for (int64_t i = guard; !rc && i < nw; i++)
+                    if (w[i] != CANARY)
+                        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "a kernel wrote past the planned arena (byte %lld)",
+                                       (long long)(p->static_bytes + i * 8));
+                int64_t hw = guard;
+                while (hw > 0 && w[hw - 1] == CANARY) hw--;
+                r->measured = p->static_bytes + hw * 8;
+            }
+            if (!rc && training(r)) {
+                double el = now() - t_start;
+                printf("step %lld/%lld  loss %.6f  %.1f ms", (long long)(s + 1), (long long)r->steps, r->losses[s],
+                       r->step_seconds[s] * 1e3);
+                if (r->steps >= 20) printf("  (%.0f%%, %.1f s left)", 100.0 * (double)(s + 1) / (double)r->steps,
+                                           el / (double)(s + 1) * (double)(r->steps - s - 1));
+                printf("\n");
+            }
+        }
         c->node = NULL;
-        double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        int64_t guard = (p->arena_bytes - p->static_bytes) / 8;
-        for (int64_t i = guard; !rc && i < nw; i++)
-            if (w[i] != CANARY) rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "a kernel wrote past the planned arena (byte %lld)",
-                                               (long long)(p->static_bytes + i * 8));
-        int64_t hw = guard;
-        while (hw > 0 && w[hw - 1] == CANARY) hw--;
-        int64_t measured = p->static_bytes + hw * 8;
         for (int i = 0; !rc && r->dump_dir && i < p->n_outputs; i++) {
             const ckrt_io *io = &p->outputs[i];
             char path[4200];
             snprintf(path, sizeof path, "%s/%s.npy", r->dump_dir, io->file);
             rc = ckrt_npy_write(c, path, io->dtype, io->rank, io->dims, c->arena + io->offset);
         }
-        if (!rc && r->report) rc = write_report(r, measured, seconds, from_file);
+        if (!rc && r->params_dir) rc = write_npys(r, r->params_dir, false);
+        if (!rc && r->save_weights) rc = save_weights(r);
+        if (!rc && r->report) rc = write_report(r);
         if (!rc)
-            printf("%s: step done in %.3f ms; planned peak %lld bytes, measured %lld bytes\n", p->name, seconds * 1e3,
-                   (long long)p->arena_bytes, (long long)measured);
+            printf("%s: %lld step%s; planned peak %lld bytes, measured %lld bytes\n", p->name, (long long)r->steps,
+                   r->steps == 1 ? "" : "s", (long long)p->arena_bytes, (long long)r->measured);
     }
     c->be->arena_free(c, c->arena);
     c->arena = NULL;
@@ -292,8 +474,11 @@ int ckrt_main(const ckrt_program *p, int argc, char **argv) {
     r.p = p;
     r.c.be = &ckrt_cpu_backend;
     int rc = run_program(&r, argc, argv);
+    free(r.losses);
+    free(r.step_seconds);
     if (rc < 0) return 0; /* --help */
     if (rc) {
+        fflush(stdout);
         fprintf(stderr, "%s: error: %s\n", p->name, r.c.msg);
         return rc == CKRT_ERR_USAGE || rc == CKRT_ERR_DATA ? 2 : 1;
     }
