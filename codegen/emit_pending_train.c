@@ -5,17 +5,10 @@
 
 #define PENDING(fam) \
     ck_status ck_emit_##fam(ck_emit *e, const ck_node *n) { return ck_emit_unsupported(e, n, "no kernel yet"); }
-PENDING(cross_entropy)
-PENDING(cross_entropy_grad)
-PENDING(unary_grad)
-PENDING(softmax_grad)
 PENDING(layer_norm_grad)
 PENDING(batch_norm_grad)
-PENDING(dropout_grad)
 PENDING(conv_grad_input)
 PENDING(conv_grad_weight)
 PENDING(pool_grad)
 PENDING(gather_grad)
 PENDING(slice_grad)
-PENDING(sgd)
-PENDING(adamw)

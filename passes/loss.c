@@ -95,6 +95,7 @@ ck_status ck_pass_loss(ck_graph *g, const ck_options *o, ck_diag *d) {
         ck_diag_add(d, "the loss '%s' is a constant: nothing to train", loss->name);
         return CK_ERR_MODEL;
     }
+    if (loss != y) loss->name = "loss";
     g->loss = loss;
     ck_graph_set_outputs(g, 1, &loss);
     ck_graph_remove_dead(g); /* outputs the loss does not read */

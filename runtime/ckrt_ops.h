@@ -29,48 +29,63 @@ enum { /* unary ops */
  * bool (NOT). */
 int ckrt_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int64_t n, float alpha);
 
-/* y = min(max(x, lo), hi); lo/hi point at one element of dt or are NULL (no bound). */
+/* y = min(max(x, lo), hi) over n elements as numpy.clip (NaN stays NaN; lo > hi gives hi); lo/hi
+ * point at one element of dt or are NULL (no bound). dt: f32, f64, i64, i32, i16, i8, u8. */
 int ckrt_clip(ckrt_ctx *c, ckrt_dtype dt, void *y, const void *x, int64_t n, const void *lo, const void *hi);
 
-/* y[i] = cond[.] ? a[.] : b[.] with broadcasting as ckrt_binary; esz: element size of a/b/y. */
+/* y[i] = cond[.] ? a[.] : b[.] with broadcasting as ckrt_binary; esz: element size of a/b/y
+ * (1, 2, 4 or 8: any dtype). */
 int ckrt_where(ckrt_ctx *c, size_t esz, void *y, const uint8_t *cond, const void *a, const void *b, int rank,
                const int64_t *dims, const int64_t *cond_strides, const int64_t *a_strides, const int64_t *b_strides);
 
-/* y = (to) x over n elements. */
+/* y = (to) x over n elements; to, from: f32, f64, i64, i32, i16, i8, u8, bool. Floats -> integers
+ * truncate toward zero (saturating at int64's range, NaN -> 0) and integers -> narrower integers
+ * wrap, as numpy does on x86; -> bool is x != 0. */
 int ckrt_cast(ckrt_ctx *c, ckrt_dtype to, ckrt_dtype from, void *y, const void *x, int64_t n);
 
 /* ---------------------------------------------------------------- over an axis (ckrt_kernels.h) */
 
-/* x, y: (outer, len, inner); softmax (or log-softmax) along len. */
+/* x, y: (outer, len, inner); softmax (or log-softmax) along len, max-subtracted; log-softmax is
+ * x - max - log(sum(exp(x - max))). */
 int ckrt_softmax(ckrt_ctx *c, int log, float *y, const float *x, int64_t outer, int64_t len, int64_t inner);
 
 /* x, y: (rows, cols) normalized over cols; scale, bias: (cols) (bias may be NULL);
- * mean, inv_std: (rows) or NULL. */
+ * mean, inv_std: (rows) or NULL. Statistics in double, two passes (mean, then the biased
+ * variance); inv_std = 1 / sqrt(var + eps). */
 int ckrt_layer_norm(ckrt_ctx *c, float *y, float *mean, float *inv_std, const float *x, const float *scale,
                     const float *bias, int64_t rows, int64_t cols, float eps);
 
-/* x, y: (N, C, S). training: normalize with batch statistics, write the updated running stats
- * (momentum * running + (1 - momentum) * batch, variance unbiased... as ONNX specifies) to
- * run_mean/run_var when non-NULL, and the batch mean / inverse std to saved_mean/saved_inv_std
- * when non-NULL. Inference: normalize with mean/var. */
+/* x, y: (N, C, S); scale, bias, mean, var and the four outputs: (C).
+ * Inference (training 0): y = (x - mean) / sqrt(var + eps) * scale + bias; the four outputs are
+ * ignored (pass NULL).
+ * Training: normalize with the batch mean and biased batch variance over (N, S) (double, two
+ * passes); write, each when non-NULL, run_mean = momentum * mean + (1 - momentum) * batch_mean
+ * and run_var = momentum * var + (1 - momentum) * batch_var with the BIASED batch variance (as
+ * the ONNX spec and its node tests define it; PyTorch's running_var uses the unbiased one),
+ * saved_mean = batch mean, saved_inv_std = 1 / sqrt(batch_var + eps). */
 int ckrt_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var, float *saved_mean, float *saved_inv_std,
                     const float *x, const float *scale, const float *bias, const float *mean, const float *var,
                     int64_t N, int64_t C, int64_t S, float eps, float momentum, int training);
 
-/* Dropout with the counter-based RNG: element i is kept iff philox(seed, step, key, i) >= ratio,
- * kept values scaled by 1/(1-ratio). mask (bool) may be NULL. */
+/* x, y, mask: (n). Dropout with the counter-based RNG (ckrt_kernels.h): element i draws word
+ * i % 4 of Philox4x32-10 with key (seed lo32, seed hi32) and counter (lo32(i / 4), hi32(i / 4),
+ * lo32(c->step), lo32(key)), seed = c->seed; it is kept iff (word >> 8) * 2^-24 >= ratio, kept
+ * values scaled by 1 / (1 - ratio), dropped ones 0. key: the node's id (any backend regenerates
+ * the same mask, no state). ratio 0 (inference): y = x, mask all true. mask (bool) may be NULL. */
 int ckrt_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, uint64_t key);
 
 enum { CKRT_REDUCE_SUM, CKRT_REDUCE_MEAN };
-/* x: `rank` dims; reduce the axes with red[k] != 0; y holds the kept axes in order. dt: f32,
- * (SUM also i64/i32). */
-int ckrt_reduce(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int rank, const int64_t *dims,
-                const int *red);
+/* x viewed as kept axes (nk of them: kdims, kstrides) and reduced axes (nr: rdims, rstrides),
+ * strides in elements of x; y: (kdims...) row-major. Each output sums its prod(rdims) inputs in
+ * row-major order of rdims (f32 in double; ints in int64, wrapping); MEAN divides by the count.
+ * nr 0: a copy. dt: f32 (SUM also i64, i32). */
+int ckrt_reduce(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int nk, const int64_t *kdims,
+                const int64_t *kstrides, int nr, const int64_t *rdims, const int64_t *rstrides);
 
-/* x: (NC, S) -> y: (NC) mean over S. */
+/* x: (NC, S) -> y: (NC) mean over S (summed in double, in order). */
 int ckrt_global_avg_pool(ckrt_ctx *c, float *y, const float *x, int64_t nc, int64_t s);
 
-/* ---------------------------------------------------------------- dense (ckrt_dense.c) */
+/* ---------------------------------------------------------------- dense (cpu_dense.c) */
 
 /* y (M,N) = alpha * op(a) op(b) + beta * cm, cm broadcast from (cm_rows, cm_cols) in
  * {(1,1),(1,N),(M,1),(M,N)}; cm may be NULL. op(a): (M,K), a stored (K,M) when trans_a. */
@@ -83,19 +98,24 @@ int ckrt_matmul(ckrt_ctx *c, float *y, const float *a, const float *b, int64_t M
                 const int64_t *bdims, const int64_t *a_bstrides, const int64_t *b_bstrides);
 
 /* x: (N, C, in_sp...), w: (M, C/group, k...), b: (M) or NULL, y: (N, M, out_sp...); nsp spatial
- * axes; pads_begin per axis; ws: workspace of the size ckptc planned (NULL when none). */
+ * axes; pads_begin per axis (the end pads follow from out_sp). Lowered per image and group to
+ * im2col + GEMM: ws holds one column matrix, (C/group * prod(k)) x prod(out_sp) floats (ck_ws_conv);
+ * NULL only for 1x1 convolutions with unit strides and no padding, which read x directly. */
 int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float *b, float *ws, int nsp, int64_t N,
               int64_t C, int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
               const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations);
 
 enum { CKRT_POOL_MAX, CKRT_POOL_AVG };
-/* x: (N, C, in_sp...) -> y: (N, C, out_sp...); indices (int64, flat over each (n,c) image as
- * ONNX MaxPool defines) may be NULL. count_include_pad: AveragePool's divisor rule. */
+/* x: (N, C, in_sp...) -> y: (N, C, out_sp...). Windows start at o*stride - pads_begin; taps outside
+ * the input are skipped (MaxPool) or, for AveragePool with count_include_pad, counted in the
+ * divisor while inside [-pads_begin, in + pads_end). indices (MaxPool, int64, may be NULL): the
+ * maximum's flat row-major index into x, over all of (N, C, in_sp...) as ONNX defines it (first
+ * maximum on ties). */
 int ckrt_pool(ckrt_ctx *c, int kind, float *y, int64_t *indices, const float *x, int nsp, int64_t N, int64_t C,
               const int64_t *in_sp, const int64_t *out_sp, const int64_t *k, const int64_t *strides,
-              const int64_t *pads_begin, const int64_t *dilations, int count_include_pad);
+              const int64_t *pads_begin, const int64_t *pads_end, const int64_t *dilations, int count_include_pad);
 
-/* ---------------------------------------------------------------- data movement (ckrt_move.c) */
+/* ---------------------------------------------------------------- data movement (ckrt_kernels_move.h, cpu_move.c) */
 
 /* y[i] = x[base + sum_k idx_k(i) * in_strides[k]] over an output of `rank` dims: Transpose
  * (permuted strides), Slice (start offset, strides times steps, negative allowed) and Expand
@@ -121,5 +141,35 @@ int ckrt_trilu(ckrt_ctx *c, size_t esz, void *y, const void *x, int64_t batch, i
 
 /* y[0..n) = *value (esz bytes). */
 int ckrt_fill(ckrt_ctx *c, size_t esz, void *y, const void *value, int64_t n);
+
+/* y[i] = start + i * delta for i < n; start, delta: one element of dt (f32, f64, i64, i32),
+ * floats computed in double and rounded once. */
+int ckrt_range(ckrt_ctx *c, ckrt_dtype dt, void *y, const void *start, const void *delta, int64_t n);
+
+/* ---------------------------------------------------------------- training (cpu_train.c) */
+
+/* logits: (rows, classes), labels: (rows) int64/int32 -> *loss = mean over rows of
+ * -log_softmax(logits[r])[labels[r]]; a label outside [0, classes) is an error naming it. */
+int ckrt_cross_entropy(ckrt_ctx *c, float *loss, const float *logits, const void *labels, ckrt_dtype label_dt, int64_t rows,
+                       int64_t classes);
+/* dx: (rows, classes) = dloss[0] * (softmax(logits) - onehot(labels)) / rows */
+int ckrt_cross_entropy_grad(ckrt_ctx *c, float *dx, const float *dloss, const float *logits, const void *labels,
+                            ckrt_dtype label_dt, int64_t rows, int64_t classes);
+
+enum { CKRT_CLIP_GRAD = 100 };
+/* dx = dy * f'(x) over n elements; op: the forward's ckrt_unary code (or CKRT_CLIP_GRAD with
+ * bounds lo, hi); alpha: LeakyRelu's slope. */
+int ckrt_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float *x, int64_t n, float alpha, float lo, float hi);
+/* y: the forward's output, (outer, len, inner); log: y is log-softmax. */
+int ckrt_softmax_grad(ckrt_ctx *c, int log, float *dx, const float *dy, const float *y, int64_t outer, int64_t len,
+                      int64_t inner);
+/* dx = dy * mask / (1 - ratio), the mask regenerated from (c->seed, c->step, key) exactly as
+ * ckrt_dropout drew it. */
+int ckrt_dropout_grad(ckrt_ctx *c, float *dx, const float *dy, int64_t n, float ratio, uint64_t key);
+/* In-place updates of n elements (torch.optim semantics); buf NULL: plain SGD. AdamW reads the
+ * step count (1-based) from c->step. */
+int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float wd);
+int ckrt_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps,
+               float wd);
 
 #endif

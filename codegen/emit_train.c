@@ -1,0 +1,105 @@
+/* emit_train.c — emitters of the training ops: the loss, pointwise and softmax derivatives,
+ * dropout's backward and the optimizer updates (runtime/cpu_train.c). */
+#include "emit.h"
+
+static const ck_dtype f32_only[] = {CK_F32, CK_UNDEF};
+
+static ck_status want_f32(ck_emit *e, const ck_node *n, int n_in) {
+    for (int i = 0; i < n_in; i++)
+        if (n->in[i] && ck_emit_want_dtype(e, n, n->in[i], "input", f32_only)) return CK_ERR_UNSUPPORTED;
+    return CK_OK;
+}
+
+static void args(ck_emit *e, int n, const ck_value *const *vs, const bool *is_const) {
+    for (int i = 0; i < n; i++) {
+        ck_emit_printf(e, ", ");
+        if (vs[i]) ck_emit_ptr(e, vs[i], is_const[i]);
+        else ck_emit_printf(e, "NULL");
+    }
+}
+
+ck_status ck_emit_cross_entropy(ck_emit *e, const ck_node *n) {
+    if (want_f32(e, n, 1)) return CK_ERR_UNSUPPORTED;
+    const ck_value *x = n->in[0];
+    int64_t classes = x->dims[x->rank - 1], rows = ck_value_numel(x) / (classes ? classes : 1);
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_cross_entropy(c");
+    args(e, 3, (const ck_value *[]){n->out[0], x, n->in[1]}, (const bool[]){false, true, true});
+    ck_emit_printf(e, ", %s, %lld, %lld));\n", ck_emit_dtype(n->in[1]->dtype), (long long)rows, (long long)classes);
+    return CK_OK;
+}
+
+ck_status ck_emit_cross_entropy_grad(ck_emit *e, const ck_node *n) {
+    if (want_f32(e, n, 2)) return CK_ERR_UNSUPPORTED;
+    const ck_value *x = n->in[1];
+    int64_t classes = x->dims[x->rank - 1], rows = ck_value_numel(x) / (classes ? classes : 1);
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_cross_entropy_grad(c");
+    args(e, 4, (const ck_value *[]){n->out[0], n->in[0], x, n->in[2]}, (const bool[]){false, true, true, true});
+    ck_emit_printf(e, ", %s, %lld, %lld));\n", ck_emit_dtype(n->in[2]->dtype), (long long)rows, (long long)classes);
+    return CK_OK;
+}
+
+ck_status ck_emit_unary_grad(ck_emit *e, const ck_node *n) {
+    if (want_f32(e, n, 2)) return CK_ERR_UNSUPPORTED;
+    int code;
+    switch ((ck_op)ck_attr_int(n, "op", -1)) {
+    case CK_OP_SQRT: code = 0; break;
+    case CK_OP_RECIPROCAL: code = 1; break;
+    case CK_OP_NEG: code = 2; break;
+    case CK_OP_EXP: code = 3; break;
+    case CK_OP_LOG: code = 4; break;
+    case CK_OP_ABS: code = 5; break;
+    case CK_OP_TANH: code = 6; break;
+    case CK_OP_SIGMOID: code = 7; break;
+    case CK_OP_RELU: code = 8; break;
+    case CK_OP_LEAKY_RELU: code = 9; break;
+    case CK_OP_ERF: code = 10; break;
+    case CK_OP_GELU: code = ck_attr_int(n, "tanh", 0) ? 12 : 11; break;
+    case CK_OP_CLIP: code = 100; break;
+    default: return ck_emit_unsupported(e, n, "no derivative kernel for this op");
+    }
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_unary_grad(c, %d", code);
+    args(e, 3, (const ck_value *[]){n->out[0], n->in[0], n->in[1]}, (const bool[]){false, true, true});
+    ck_emit_printf(e, ", %lld, %a, %a, %a));\n", (long long)ck_value_numel(n->out[0]), (double)ck_attr_float(n, "alpha", 0.0f),
+                   (double)ck_attr_float(n, "lo", 0.0f), (double)ck_attr_float(n, "hi", 0.0f));
+    return CK_OK;
+}
+
+ck_status ck_emit_softmax_grad(ck_emit *e, const ck_node *n) {
+    if (want_f32(e, n, 2)) return CK_ERR_UNSUPPORTED;
+    const ck_value *y = n->in[1];
+    int64_t axis = ck_attr_int(n, "axis", y->rank - 1), outer = 1, inner = 1;
+    for (int i = 0; i < axis; i++) outer *= y->dims[i];
+    for (int i = (int)axis + 1; i < y->rank; i++) inner *= y->dims[i];
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_softmax_grad(c, %d", (int)ck_attr_int(n, "log", 0));
+    args(e, 3, (const ck_value *[]){n->out[0], n->in[0], y}, (const bool[]){false, true, true});
+    ck_emit_printf(e, ", %lld, %lld, %lld));\n", (long long)outer, (long long)y->dims[axis], (long long)inner);
+    return CK_OK;
+}
+
+ck_status ck_emit_dropout_grad(ck_emit *e, const ck_node *n) {
+    if (want_f32(e, n, 1)) return CK_ERR_UNSUPPORTED;
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_dropout_grad(c");
+    args(e, 2, (const ck_value *[]){n->out[0], n->in[0]}, (const bool[]){false, true});
+    ck_emit_printf(e, ", %lld, %a, %lldu));\n", (long long)ck_value_numel(n->out[0]), (double)ck_attr_float(n, "ratio", 0.5f),
+                   (long long)ck_attr_int(n, "key", 0));
+    return CK_OK;
+}
+
+ck_status ck_emit_sgd(ck_emit *e, const ck_node *n) {
+    if (want_f32(e, n, n->n_in)) return CK_ERR_UNSUPPORTED;
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_sgd(c");
+    args(e, 3, (const ck_value *[]){n->in[0], n->in[1], n->n_in > 2 ? n->in[2] : NULL}, (const bool[]){false, true, false});
+    ck_emit_printf(e, ", %lld, %a, %a, %a));\n", (long long)ck_value_numel(n->in[0]), (double)ck_attr_float(n, "lr", 0),
+                   (double)ck_attr_float(n, "momentum", 0), (double)ck_attr_float(n, "weight_decay", 0));
+    return CK_OK;
+}
+
+ck_status ck_emit_adamw(ck_emit *e, const ck_node *n) {
+    if (want_f32(e, n, n->n_in)) return CK_ERR_UNSUPPORTED;
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_adamw(c");
+    args(e, 4, (const ck_value *[]){n->in[0], n->in[1], n->in[2], n->in[3]}, (const bool[]){false, true, false, false});
+    ck_emit_printf(e, ", %lld, %a, %a, %a, %a, %a));\n", (long long)ck_value_numel(n->in[0]), (double)ck_attr_float(n, "lr", 0),
+                   (double)ck_attr_float(n, "beta1", 0), (double)ck_attr_float(n, "beta2", 0), (double)ck_attr_float(n, "eps", 0),
+                   (double)ck_attr_float(n, "weight_decay", 0));
+    return CK_OK;
+}

@@ -1,0 +1,70 @@
+/* cpu_train.c — the CPU backend's training kernels: loops over ckrt_kernels_train.h. */
+#include "ckrt.h"
+#include "ckrt_kernels_train.h"
+
+#include <math.h>
+
+static int label_at(ckrt_ctx *c, const void *labels, ckrt_dtype dt, int64_t r, int64_t classes, int64_t *out) {
+    int64_t l = dt == CKRT_I64 ? ((const int64_t *)labels)[r] : ((const int32_t *)labels)[r];
+    if (l < 0 || l >= classes)
+        return ckrt_fail(c, CKRT_ERR_DATA, "label %lld at position %lld is out of range [0, %lld)", (long long)l, (long long)r,
+                         (long long)classes);
+    *out = l;
+    return CKRT_OK;
+}
+
+int ckrt_cross_entropy(ckrt_ctx *c, float *loss, const float *logits, const void *labels, ckrt_dtype label_dt, int64_t rows,
+                       int64_t classes) {
+    double s = 0.0;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t l = 0;
+        CKRT_TRY(label_at(c, labels, label_dt, r, classes, &l));
+        s += ck_k_xent_row(r, logits, l, classes);
+    }
+    *loss = (float)(s / (double)rows);
+    return CKRT_OK;
+}
+
+int ckrt_cross_entropy_grad(ckrt_ctx *c, float *dx, const float *dloss, const float *logits, const void *labels,
+                            ckrt_dtype label_dt, int64_t rows, int64_t classes) {
+    float g = (float)((double)dloss[0] / (double)rows);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t l = 0;
+        CKRT_TRY(label_at(c, labels, label_dt, r, classes, &l));
+        ck_k_xent_grad_row(r, dx, logits, l, classes, g);
+    }
+    return CKRT_OK;
+}
+
+int ckrt_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float *x, int64_t n, float alpha, float lo, float hi) {
+    (void)c;
+    for (int64_t i = 0; i < n; i++) dx[i] = ck_k_unary_grad(op, dy[i], x[i], alpha, lo, hi);
+    return CKRT_OK;
+}
+
+int ckrt_softmax_grad(ckrt_ctx *c, int log_sm, float *dx, const float *dy, const float *y, int64_t outer, int64_t len,
+                      int64_t inner) {
+    (void)c;
+    for (int64_t l = 0; l < outer * inner; l++) ck_k_softmax_grad_line(l, log_sm, dx, dy, y, len, inner);
+    return CKRT_OK;
+}
+
+int ckrt_dropout_grad(ckrt_ctx *c, float *dx, const float *dy, int64_t n, float ratio, uint64_t key) {
+    /* the forward's mask, regenerated: dx = dy * mask / (1 - ratio) (ck_k_dropout_block on dy) */
+    float scale = ratio > 0.0f ? 1.0f / (1.0f - ratio) : 1.0f;
+    for (int64_t b = 0; b < (n + 3) / 4; b++) ck_k_dropout_block(b, dx, NULL, dy, n, ratio, scale, c->seed, (uint64_t)c->step, key);
+    return CKRT_OK;
+}
+
+int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float wd) {
+    (void)c;
+    for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, buf, lr, momentum, wd);
+    return CKRT_OK;
+}
+
+int ckrt_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps,
+               float wd) {
+    float bc1 = (float)(1.0 - pow((double)b1, (double)c->step)), bc2 = (float)(1.0 - pow((double)b2, (double)c->step));
+    for (int64_t i = 0; i < n; i++) ck_k_adamw(i, p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2);
+    return CKRT_OK;
+}
