@@ -65,6 +65,11 @@ static const char *usage_compile =
     "  --weight-decay X         default 0 for sgd/momentum, 1e-2 for adamw\n"
     "  --beta1 X, --beta2 X     AdamW betas (default 0.9, 0.999)\n"
     "  --eps X                  AdamW epsilon (default 1e-8)\n"
+    "checkpointing:\n"
+    "  --checkpoint=POLICY      none (default), blocks (repeated module scopes such as /layers.N/),\n"
+    "                           every:K (a segment every K cut points), sqrt (about sqrt(n) segments),\n"
+    "                           nodes:REGEX (boundaries after matching nodes)\n"
+    "  --block-regex REGEX      what names a block for --checkpoint=blocks (the matched text is the key)\n"
     "  -h, --help               show this help\n";
 
 static const char *usage_inspect =
@@ -334,6 +339,7 @@ static ck_status compile(const char *path, const ck_load_options *lo, const ck_o
     if (!st && !o->infer) st = ck_pass_loss(g, o, d);
     if (!st && !o->infer) st = ck_pass_autodiff(g, o, d);
     if (!st && !o->infer) st = ck_pass_optimizer(g, o, d);
+    if (!st && !o->infer) st = ck_pass_checkpoint(g, o, d);
     if (!st) st = ck_graph_verify(g, d);
     if (!st) st = ck_codegen_check(g, o, d); /* reject what cannot run before any work */
     if (!st) st = ck_pass_plan(g, o, d);
@@ -342,7 +348,7 @@ static ck_status compile(const char *path, const ck_load_options *lo, const ck_o
     if (!st) {
         const int64_t *b = g->plan.bytes;
         printf("ckptc: wrote %s/{%s.c,weights.bin,plan.json,Makefile}: %d nodes", co->out_dir, co->program_name, g->n_nodes);
-        if (g->loss) printf(", %d trainable parameters", g->n_train);
+        if (g->loss) printf(", %d trainable parameters, %d segments recomputed", g->n_train, g->n_segments);
         printf("\n       planned peak %lld bytes: params %lld, inputs %lld, activations %lld, workspace %lld", (long long)g->plan.arena_bytes,
                (long long)b[CK_MEM_PARAMS], (long long)b[CK_MEM_INPUTS], (long long)b[CK_MEM_ACTIVATIONS], (long long)b[CK_MEM_WORKSPACE]);
         if (g->loss) printf(", grads %lld, optimizer state %lld", (long long)b[CK_MEM_GRADS], (long long)b[CK_MEM_OPT_STATE]);
@@ -362,7 +368,7 @@ static bool parse_double(const char *s, double lo, double *out) {
 }
 
 static int cmd_compile(int argc, char **argv) {
-    enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS };
+    enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE };
     static const struct option opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
                                          {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
                                          {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
@@ -370,7 +376,9 @@ static int cmd_compile(int argc, char **argv) {
                                          {"optimizer", required_argument, 0, O_OPT}, {"lr", required_argument, 0, O_LR},
                                          {"momentum", required_argument, 0, O_MOM}, {"weight-decay", required_argument, 0, O_WD},
                                          {"beta1", required_argument, 0, O_B1}, {"beta2", required_argument, 0, O_B2},
-                                         {"eps", required_argument, 0, O_EPS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+                                         {"eps", required_argument, 0, O_EPS}, {"checkpoint", required_argument, 0, O_CKPT},
+                                         {"block-regex", required_argument, 0, O_BLOCK_RE},
+                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ck_dim_binding dims[64];
     int n_dims = 0, c;
     ck_options o = CK_OPTIONS_DEFAULT;
@@ -418,12 +426,29 @@ static int cmd_compile(int argc, char **argv) {
             else o.eps = v;
             break;
         }
+        case O_CKPT:
+            if (!strcmp(optarg, "none")) o.checkpoint = CK_CKPT_NONE;
+            else if (!strcmp(optarg, "blocks")) o.checkpoint = CK_CKPT_BLOCKS;
+            else if (!strcmp(optarg, "sqrt")) o.checkpoint = CK_CKPT_SQRT;
+            else if (!strncmp(optarg, "every:", 6)) {
+                char *end;
+                long k = strtol(optarg + 6, &end, 10);
+                if (end == optarg + 6 || *end || k < 1 || k > 1000000) return user_error("--checkpoint '%s': every:K needs K >= 1", optarg);
+                o.checkpoint = CK_CKPT_EVERY, o.checkpoint_k = (int)k;
+            } else if (!strncmp(optarg, "nodes:", 6) && optarg[6]) {
+                o.checkpoint = CK_CKPT_NODES, o.checkpoint_regex = optarg + 6;
+            } else {
+                return user_error("--checkpoint '%s': expected none, blocks, every:K, sqrt or nodes:REGEX", optarg);
+            }
+            break;
+        case O_BLOCK_RE: o.block_regex = optarg; break;
         case 'h': fputs(usage_compile, stdout); return 0;
         case ':': return user_error("option '%s' needs a value", flag);
         default: return user_error("unknown option '%s' (see ckptc --help)", flag);
         }
     }
     if (optind >= argc) return user_error("missing MODEL.onnx (see ckptc --help)");
+    if (o.infer && o.checkpoint != CK_CKPT_NONE) return user_error("--checkpoint applies to training programs, not --infer");
     if (optind + 1 < argc) return user_error("unexpected argument '%s' (one model at a time)", argv[optind + 1]);
     if (!out) return user_error("missing -o DIR: where to write the program");
     const char *path = argv[optind];

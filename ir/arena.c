@@ -15,13 +15,18 @@
 
 /* ---------------------------------------------------------------- diagnostics */
 
+/* A broken file can cause an error per node or per input; past CK_DIAG_MAX lines one more says
+ * the rest were dropped, bounding memory and the user's scrollback. */
+#define CK_DIAG_MAX 1000
+
 void ck_diag_add(ck_diag *d, const char *fmt, ...) {
-    if (!d) return;
+    if (!d || d->n >= CK_DIAG_MAX) return;
     char buf[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    if (d->n == CK_DIAG_MAX - 1) snprintf(buf, sizeof buf, "too many errors; the rest are not shown");
     if (d->n == d->cap) {
         int cap = d->cap ? d->cap * 2 : 8;
         char **m = realloc(d->msg, (size_t)cap * sizeof *m);
@@ -111,7 +116,7 @@ void *ck_arena_alloc(ck_arena *a, size_t size) {
 char *ck_arena_strndup(ck_arena *a, const char *s, size_t n) {
     char *p = ck_arena_alloc(a, n + 1);
     if (p) {
-        memcpy(p, s, n);
+        if (n) memcpy(p, s, n); /* s may be NULL when n is 0 (an empty protobuf bytes field) */
         p[n] = 0;
     }
     return p;
@@ -149,7 +154,7 @@ ck_map *ck_map_new(ck_arena *a, int expected) {
     ck_map *m = ck_arena_alloc(a, sizeof *m);
     if (!m) return NULL;
     size_t cap = 16;
-    while (cap < (size_t)expected * 2) cap *= 2;
+    while (expected > 0 && cap < (size_t)expected * 2 && cap < ((size_t)1 << 40)) cap *= 2; /* a hint: the map grows */
     m->arena = a;
     m->cap = cap;
     m->keys = ck_arena_alloc(a, cap * sizeof *m->keys);

@@ -122,6 +122,11 @@ typedef struct ck_value {
 
 int64_t ck_value_numel(const ck_value *v);
 size_t ck_value_bytes(const ck_value *v);
+/* Every value's shape satisfies ck_shape_ok: dims >= 0 and the product of the nonzero dims at
+ * most CK_MAX_NUMEL, so element counts, byte sizes (even of float64) and every partial product of
+ * dims fit in int64. The loader checks it on what it reads, ck_infer_node on what it infers. */
+#define CK_MAX_NUMEL (INT64_MAX / 4096)
+bool ck_shape_ok(int rank, const int64_t *dims);
 /* Element access on constant data, converting from the value's dtype. */
 int64_t ck_value_get_i(const ck_value *v, int64_t i);
 double ck_value_get_f(const ck_value *v, int64_t i);
@@ -196,6 +201,7 @@ struct ck_node {
     ck_attr *attr;
     int64_t ws_offset, ws_bytes; /* workspace, set by the memory planner */
     ck_phase phase;        /* which part of the training step runs it */
+    int recompute_of;      /* a recompute clone: the forward node's id + 1; 0 otherwise */
 };
 
 /* Memory categories of the plan; every byte of the arena belongs to one. */
@@ -234,6 +240,7 @@ typedef struct ck_graph {
     ck_value *loss;
     int n_train;
     ck_value **train_params, **train_grads;
+    int n_segments;        /* segments recomputed by the checkpoint pass */
 } ck_graph;
 
 ck_graph *ck_graph_new(void);

@@ -58,6 +58,24 @@ int64_t ck_value_numel(const ck_value *v) {
 
 size_t ck_value_bytes(const ck_value *v) { return (size_t)ck_value_numel(v) * ck_dtype_size(v->dtype); }
 
+bool ck_shape_ok(int rank, const int64_t *dims) {
+    if (rank < 0 || rank > CK_MAX_RANK) return false;
+    int64_t p = 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0 || (dims[i] > 1 && p > CK_MAX_NUMEL / dims[i])) return false;
+        if (dims[i] > 1) p *= dims[i];
+    }
+    return true;
+}
+
+/* double -> int64 without undefined behaviour: truncates, saturates out of range, NaN -> 0 */
+static int64_t ck_f2i(double x) {
+    if (x != x) return 0;
+    if (x >= 9223372036854775807.0) return INT64_MAX;
+    if (x <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)x;
+}
+
 /* half -> float, enough for reading float16 constants */
 static float ck_half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
@@ -91,9 +109,9 @@ int64_t ck_value_get_i(const ck_value *v, int64_t i) {
     case CK_I8: return ((const int8_t *)v->data)[i];
     case CK_U8: return ((const uint8_t *)v->data)[i];
     case CK_BOOL: return ((const uint8_t *)v->data)[i] != 0;
-    case CK_F32: return (int64_t)((const float *)v->data)[i];
-    case CK_F64: return (int64_t)((const double *)v->data)[i];
-    case CK_F16: return (int64_t)ck_half_to_float(((const uint16_t *)v->data)[i]);
+    case CK_F32: return ck_f2i(((const float *)v->data)[i]);
+    case CK_F64: return ck_f2i(((const double *)v->data)[i]);
+    case CK_F16: return ck_f2i(ck_half_to_float(((const uint16_t *)v->data)[i]));
     default: CK_ASSERT(!"dtype");
     }
     return 0;
@@ -128,7 +146,7 @@ void ck_value_set_f(ck_value *v, int64_t i, double x) {
     case CK_F32: ((float *)v->data)[i] = (float)x; break;
     case CK_F64: ((double *)v->data)[i] = x; break;
     case CK_BOOL: ((uint8_t *)v->data)[i] = x != 0; break;
-    default: ck_value_set_i(v, i, (int64_t)x); break;
+    default: ck_value_set_i(v, i, ck_f2i(x)); break;
     }
 }
 
@@ -267,7 +285,7 @@ void ck_graph_remove_dead(ck_graph *g) {
     CK_ASSERT(keep);
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         ck_node *n = g->nodes[i];
-        bool used = false;
+        bool used = (ck_ops[n->op].flags & CK_OPF_STATEFUL) != 0; /* updates state: always runs */
         for (int k = 0; k < n->n_out; k++) used |= n->out[k] && live[n->out[k]->id];
         if (!used) continue;
         keep[i] = true;

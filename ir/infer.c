@@ -366,8 +366,12 @@ static ck_status window_out(ck_node *n, const ck_value *x, int ns, const int64_t
     const char *ap = ck_attr_str(n, "auto_pad", "NOTSET");
     int ceil_mode = (int)ck_attr_int(n, "ceil_mode", 0);
     for (int i = 0; i < ns; i++) {
-        if (s[i] < 1 || dl[i] < 1 || k[i] < 1 || p[i] < 0 || p[ns + i] < 0)
-            return node_err(d, n, CK_ERR_MODEL, "kernel, strides and dilations must be >= 1 and pads >= 0 (axis %d)", i);
+        /* bounded so that no sum or product below overflows (dims are at most CK_MAX_NUMEL) */
+        if (s[i] < 1 || dl[i] < 1 || k[i] < 1 || p[i] < 0 || p[ns + i] < 0 || s[i] > CK_MAX_NUMEL ||
+            p[i] > CK_MAX_NUMEL || p[ns + i] > CK_MAX_NUMEL || k[i] - 1 > (CK_MAX_NUMEL - 1) / dl[i])
+            return node_err(d, n, CK_ERR_MODEL,
+                            "kernel, strides and dilations must be >= 1 and pads >= 0, the dilated kernel, strides and "
+                            "pads at most %lld (axis %d)", (long long)CK_MAX_NUMEL, i);
         int64_t in = x->dims[2 + i], ek = (k[i] - 1) * dl[i] + 1;
         if (strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0) {
             out[i] = (in + s[i] - 1) / s[i];
@@ -403,7 +407,7 @@ ck_status ck_infer_conv(ck_node *n, ck_diag *d) {
     if (!check_dtype_float(n, 0, d)) return CK_ERR_UNSUPPORTED;
     int ns = x->rank - 2;
     int64_t group = ck_attr_int(n, "group", 1);
-    if (group < 1 || x->dims[1] % group || w->dims[0] % group || w->dims[1] * group != x->dims[1])
+    if (group < 1 || x->dims[1] % group || w->dims[0] % group || w->dims[1] != x->dims[1] / group)
         return node_err(d, n, CK_ERR_SHAPE, "channels do not match with group=%lld: %s, weight %s", (long long)group,
                         in_desc(n, 0, b1, sizeof b1), in_desc(n, 1, b2, sizeof b2));
     int64_t k[CK_MAX_RANK];
@@ -549,6 +553,9 @@ ck_status ck_infer_reshape(ck_node *n, ck_diag *d) {
             infer_at = i;
         } else if (sh[i] < 0) {
             return node_err(d, n, CK_ERR_SHAPE, "shape %s has a negative dimension", in_desc(n, 1, b1, sizeof b1));
+        } else if (sh[i] > 1 && known > CK_MAX_NUMEL / sh[i]) {
+            return node_err(d, n, CK_ERR_SHAPE, "shape %s has more than %lld elements", in_desc(n, 1, b1, sizeof b1),
+                            (long long)CK_MAX_NUMEL);
         } else {
             known *= sh[i];
         }
@@ -650,7 +657,9 @@ ck_status ck_infer_split(ck_node *n, ck_diag *d) {
     if (ns != n->n_out) return node_err(d, n, CK_ERR_SHAPE, "split has %d sizes but the node has %d outputs", ns, n->n_out);
     int64_t sum = 0;
     for (int i = 0; i < ns; i++) {
-        if (sizes[i] < 0) return node_err(d, n, CK_ERR_SHAPE, "split size %d is negative", i);
+        if (sizes[i] < 0 || sizes[i] > len) /* bounded: the sum cannot overflow */
+            return node_err(d, n, CK_ERR_SHAPE, "split size %d (%lld) is negative or larger than axis %lld of %s (%lld)", i,
+                            (long long)sizes[i], (long long)axis, in_desc(n, 0, b, sizeof b), (long long)len);
         sum += sizes[i];
     }
     if (sum != len)
@@ -702,11 +711,11 @@ ck_status ck_slice_params(const ck_node *n, int64_t *start, int64_t *step, int64
         if (sp[i] > 0) {
             s = s < 0 ? 0 : s > dim ? dim : s;
             e = e < 0 ? 0 : e > dim ? dim : e;
-            count[a] = e > s ? (e - s + sp[i] - 1) / sp[i] : 0;
+            count[a] = e > s ? (e - s - 1) / sp[i] + 1 : 0; /* ceil((e - s) / step), no overflow for a huge step */
         } else {
             s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
             e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
-            count[a] = s > e ? (s - e + (-sp[i]) - 1) / (-sp[i]) : 0;
+            count[a] = s > e ? (s - e - 1) / (sp[i] == INT64_MIN ? INT64_MAX : -sp[i]) + 1 : 0;
         }
         start[a] = s;
         step[a] = sp[i];
@@ -887,10 +896,15 @@ ck_status ck_infer_range(ck_node *n, ck_diag *d) {
     int64_t cnt;
     if (ck_dtype_is_int(n->in[0]->dtype)) {
         int64_t si = ck_value_get_i(n->in[0], 0), li = ck_value_get_i(n->in[1], 0), di = ck_value_get_i(n->in[2], 0);
-        int64_t span = li - si;
-        cnt = di > 0 ? (span > 0 ? (span + di - 1) / di : 0) : (span < 0 ? (-span + -di - 1) / -di : 0);
+        int64_t span;
+        if (__builtin_sub_overflow(li, si, &span) || span == INT64_MIN)
+            return node_err(d, n, CK_ERR_SHAPE, "range from %lld to %lld is too long", (long long)si, (long long)li);
+        /* ceil(span / delta) when they have the same sign; no intermediate overflows */
+        cnt = (span > 0 && di > 0) || (span < 0 && di < 0) ? span / di + (span % di != 0) : 0;
     } else {
         double c = (l - s) / dl;
+        if (!(c <= (double)CK_MAX_NUMEL)) /* NaN, infinite or huge */
+            return node_err(d, n, CK_ERR_SHAPE, "range from %g to %g by %g does not have a size (%g elements)", s, l, dl, c);
         cnt = c > 0 ? (int64_t)c + ((double)(int64_t)c < c) : 0;
     }
     int64_t dims[1] = {cnt};
@@ -909,5 +923,15 @@ ck_status ck_infer_node(ck_node *n, ck_diag *d) {
     for (int i = 0; i < oi->in_min; i++)
         if (!n->in[i]) return node_err(d, n, CK_ERR_MODEL, "required input %d is empty", i);
     if (!n->out[0]) return node_err(d, n, CK_ERR_MODEL, "output 0 is empty");
-    return oi->infer(n, d);
+    ck_status st = oi->infer(n, d);
+    if (st) return st;
+    /* later code multiplies dims freely: no inferred shape may be negative or overflow */
+    for (int k = 0; k < n->n_out; k++) {
+        const ck_value *o = n->out[k];
+        char sh[CK_SHAPE_STR_MAX];
+        if (o && !ck_shape_ok(o->rank, o->dims))
+            return node_err(d, n, CK_ERR_SHAPE, "output %d would have shape %s: a negative dimension or more than %lld elements",
+                            k, ck_shape_str(o, sh, sizeof sh), (long long)CK_MAX_NUMEL);
+    }
+    return CK_OK;
 }

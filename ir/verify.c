@@ -5,6 +5,7 @@
  *   - node and value ids are unique; every value a node touches is in the graph's value list;
  *   - every value is produced at most once, and producer pointers agree with node outputs;
  *   - values without a producer are inputs, params, buffers or constants (constants carry data);
+ *   - every shape satisfies ck_shape_ok (no negative dim, no element count near overflow);
  *   - nodes are in topological order: every input is defined before the node that reads it;
  *   - graph inputs and outputs are in the value list; inputs have no producer;
  *   - re-running shape inference on every node reproduces the stored dtypes and shapes.
@@ -35,8 +36,7 @@ ck_status ck_graph_verify(const ck_graph *g, ck_diag *d) {
             defined[v->id] = 1;
         }
         if (v->rank < 0 || v->rank > CK_MAX_RANK) VERR("value '%s' has rank %d", v->name, v->rank);
-        for (int k = 0; k < v->rank && k < CK_MAX_RANK; k++)
-            if (v->dims[k] < 0) VERR("value '%s' has a negative dim", v->name);
+        else if (!ck_shape_ok(v->rank, v->dims)) VERR("value '%s' has a negative dim or too many elements", v->name);
     }
     for (int i = 0; i < g->n_inputs; i++)
         if (!in_graph[g->inputs[i]->id] || g->inputs[i]->producer)

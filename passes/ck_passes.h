@@ -16,6 +16,7 @@
 
 typedef enum { CK_LOSS_CROSS_ENTROPY, CK_LOSS_MSE, CK_LOSS_OUTPUT } ck_loss_kind;
 typedef enum { CK_OPT_SGD, CK_OPT_MOMENTUM, CK_OPT_ADAMW } ck_opt_kind;
+typedef enum { CK_CKPT_NONE, CK_CKPT_BLOCKS, CK_CKPT_EVERY, CK_CKPT_SQRT, CK_CKPT_NODES } ck_ckpt_kind;
 
 typedef struct ck_options {
     bool infer;             /* --infer: forward only */
@@ -27,6 +28,11 @@ typedef struct ck_options {
     const char *freeze;     /* --freeze REGEX: parameters not to train */
     ck_opt_kind optimizer;  /* --optimizer */
     double lr, momentum, weight_decay, beta1, beta2, eps;
+    /* checkpointing */
+    ck_ckpt_kind checkpoint;      /* --checkpoint */
+    int checkpoint_k;             /* every:K */
+    const char *checkpoint_regex; /* nodes:REGEX */
+    const char *block_regex;      /* --block-regex */
 } ck_options;
 
 /* PyTorch's defaults (torch.optim.SGD / AdamW) */
@@ -53,6 +59,10 @@ ck_status ck_pass_optimizer(ck_graph *g, const ck_options *o, ck_diag *d);
  * Fills v->offset / v->alias for every value, n->ws_offset for nodes with workspace, and
  * g->plan. */
 ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d);
+
+/* Segments the forward (--checkpoint policy) and recomputes each segment's activations just
+ * before its backward instead of keeping them (see checkpoint.c). */
+ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* Is this node a view of its first input (no kernel, same bytes)? */
 bool ck_node_is_view(const ck_node *n, const ck_options *o);

@@ -20,6 +20,7 @@
 
 typedef struct buf {
     int64_t bytes, offset;
+    int64_t exact;         /* bytes actually used (bytes is that rounded up to the alignment) */
     int first, last;       /* inclusive step range */
     ck_value *v;           /* NULL for workspace */
     ck_node *ws_node;
@@ -156,7 +157,8 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
         ck_value *v = g->values[i];
         if (!v->producer || v->alias) continue;
         if (first[v->id] < 0) first[v->id] = last[v->id] = 0; /* produced but never read: still written */
-        bufs[nb] = (buf){.bytes = align_up((int64_t)ck_value_bytes(v)), .first = first[v->id], .last = last[v->id], .v = v, .order = nb};
+        bufs[nb] = (buf){.bytes = align_up((int64_t)ck_value_bytes(v)), .exact = (int64_t)ck_value_bytes(v), .first = first[v->id],
+                         .last = last[v->id], .v = v, .order = nb};
         nb++;
     }
     for (int i = 0; i < nn; i++) {
@@ -164,7 +166,7 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
         n->ws_offset = -1;
         n->ws_bytes = ck_ops[n->op].workspace ? ck_ops[n->op].workspace(n) : 0;
         if (n->ws_bytes > 0) {
-            bufs[nb] = (buf){.bytes = align_up(n->ws_bytes), .first = i, .last = i, .ws_node = n, .order = nb};
+            bufs[nb] = (buf){.bytes = align_up(n->ws_bytes), .exact = n->ws_bytes, .first = i, .last = i, .ws_node = n, .order = nb};
             nb++;
         }
     }
@@ -209,7 +211,13 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
     p->bytes[CK_MEM_WORKSPACE] = live_ws[tmax];
     p->bytes[CK_MEM_GRADS] = live_gr[tmax];
     free(live_gr);
-    p->arena_bytes = p->static_bytes + dyn_peak;
+    /* the planned peak is the last byte any buffer uses, not its aligned end: that is what the
+     * runtime's high-water mark can observe */
+    int64_t exact_end = 0;
+    for (int i = 0; i < nb; i++)
+        if (bufs[i].offset + bufs[i].exact > exact_end) exact_end = bufs[i].offset + bufs[i].exact;
+    (void)dyn_peak;
+    p->arena_bytes = p->static_bytes + exact_end;
     p->n_buffers = nb;
     p->done = true;
     for (int i = 0; i < g->n_values; i++) {

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define GUARD_BYTES 4096
@@ -242,8 +243,15 @@ static int load_inputs(run *r) {
     return CKRT_OK;
 }
 
+/* Creates DIR when missing (one level), so --dump-* DIR works on a fresh path. */
+static int ensure_dir(ckrt_ctx *c, const char *dir) {
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) return ckrt_fail(c, CKRT_ERR_IO, "cannot create '%s': %s", dir, strerror(errno));
+    return CKRT_OK;
+}
+
 static int write_npys(run *r, const char *dir, bool grads) {
     const ckrt_program *p = r->p;
+    CKRT_TRY(ensure_dir(&r->c, dir));
     for (int i = 0; i < p->n_state; i++) {
         const ckrt_state *s = &p->state[i];
         if (grads && s->grad_offset < 0) continue;
@@ -436,9 +444,12 @@ static int run_program(run *r, int argc, char **argv) {
                     if (w[i] != CANARY)
                         rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "a kernel wrote past the planned arena (byte %lld)",
                                        (long long)(p->static_bytes + i * 8));
-                int64_t hw = guard;
+                int64_t hw = nw;
                 while (hw > 0 && w[hw - 1] == CANARY) hw--;
-                r->measured = p->static_bytes + hw * 8;
+                int64_t top = hw * 8; /* then to the byte: the last word may be partly written */
+                const unsigned char *cb = (const unsigned char *)w;
+                while (top > (hw - 1) * 8 && top > 0 && cb[top - 1] == 0xCB) top--;
+                r->measured = p->static_bytes + top;
             }
             if (!rc && training(r)) {
                 double el = now() - t_start;
@@ -450,6 +461,7 @@ static int run_program(run *r, int argc, char **argv) {
             }
         }
         c->node = NULL;
+        if (!rc && r->dump_dir) rc = ensure_dir(c, r->dump_dir);
         for (int i = 0; !rc && r->dump_dir && i < p->n_outputs; i++) {
             const ckrt_io *io = &p->outputs[i];
             char path[4200];

@@ -23,6 +23,18 @@
 #   samples/NAME.out.OUTPUT.npy    PyTorch's output for that input with dropout disabled (p = 0) and
 #                                  everything else, BatchNorm included, in training mode.
 #
+# and, for every model but gpt_deep, PyTorch's TRAINING references (json key "train_reference"):
+#
+#   samples/NAME.in.labels.npy     fixed int64 class labels for cross-entropy (seeded),
+#   samples/NAME.grads/P.npy       d loss / d P (float32) for every parameter P that gets a gradient,
+#                                  P = the PyTorch parameter name = the ONNX initializer name, where
+#                                  loss = F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1))
+#                                  (mean) of the same dropout-off, training-mode forward as above;
+#   samples/resnet.after_step/B.npy  BatchNorm running_mean/running_var after that one forward;
+#   samples/NAME.sgd_step/P.npy    (mlp, gpt) every parameter after one torch.optim.SGD(lr=0.1) step.
+#
+# A float64 finite-difference spot check of a few recorded gradient elements is printed (not stored).
+#
 # Everything is seeded (weights and example inputs), so a rerun writes the same bytes.
 # The models are small on purpose (every .onnx is well under 1 MB).
 
@@ -220,21 +232,36 @@ def tokens(gen, shape, vocab=97):
     return torch.randint(0, vocab, shape, generator=gen, dtype=torch.long)
 
 
+def next_token_labels(gen, example, vocab=97):
+    """GPT labels: label[b, t] = idx[b, t + 1]; the last position gets a seeded random token."""
+    idx = example[0]
+    last = torch.randint(0, vocab, (idx.shape[0], 1), generator=gen, dtype=torch.long)
+    return torch.cat([idx[:, 1:], last], dim=1)
+
+
 SAMPLES = [
     # name, model factory, input names, example-input factory, output names, dynamic axes, dims
     dict(name="mlp", model=lambda: ResidualMLP(),
          inputs=["x"], example=lambda g: [torch.randn(8, 64, generator=g)],
          outputs=["logits"],
-         dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}}, dims={"batch": 8}),
+         dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}}, dims={"batch": 8},
+         labels=lambda g, ex: torch.randint(0, 10, (8,), generator=g), sgd=True,
+         fd_params=["layers.0.fc1.weight", "head.bias"]),
     dict(name="gpt", model=lambda: GPT(n_layer=2),
          inputs=["idx"], example=lambda g: [tokens(g, (2, 16))],
-         outputs=["logits"], dynamic_axes=None, dims={}),
+         outputs=["logits"], dynamic_axes=None, dims={},
+         labels=next_token_labels, sgd=True,
+         fd_params=["blocks.0.attn.qkv.weight", "blocks.1.ln1.weight"]),
     dict(name="bert", model=lambda: BERT(),
          inputs=["idx"], example=lambda g: [tokens(g, (2, 12))],
-         outputs=["logits"], dynamic_axes=None, dims={}),
+         outputs=["logits"], dynamic_axes=None, dims={},
+         labels=lambda g, ex: torch.randint(0, 3, (2,), generator=g), sgd=False,
+         fd_params=["layers.0.self_attn.in_proj_weight", "classifier.weight"]),
     dict(name="resnet", model=lambda: ResNet(),
          inputs=["x"], example=lambda g: [torch.randn(2, 3, 16, 16, generator=g)],
-         outputs=["logits"], dynamic_axes=None, dims={}),
+         outputs=["logits"], dynamic_axes=None, dims={},
+         labels=lambda g, ex: torch.randint(0, 10, (2,), generator=g), sgd=False,
+         fd_params=["conv1.weight", "layer2.0.bn1.weight"]),
     dict(name="gpt_deep", model=lambda: GPT(n_layer=12),
          inputs=["idx"], example=lambda g: [tokens(g, (2, 16))],
          outputs=["logits"], dynamic_axes=None, dims={}),
@@ -296,6 +323,172 @@ def restore_initializers(proto, state):
             t.CopyFrom(onnx.numpy_helper.from_array(want, t.name))
             changed.append(t.name)
     return changed
+
+
+TRAIN_NOTE = (
+    "Training reference = PyTorch on a deep copy of the freshly initialised model (the very "
+    "weights exported to the .onnx), prepared exactly like the reference output: the whole copy "
+    "in training mode (model.train(); BatchNorm normalises with the batch statistics) with every "
+    "dropout disabled (nn.Dropout.p = 0, nn.MultiheadAttention.dropout = 0.0); float32, CPU, "
+    "one thread. One forward of the reference input (reference_files.inputs) with autograd on, "
+    "then loss = torch.nn.functional.cross_entropy(logits.reshape(-1, C), labels.reshape(-1)) "
+    "(reduction='mean' over all B (x T) rows, no label smoothing, no ignore_index in play, C = "
+    "last dim of logits) with labels = labels_file (int64), then loss.backward() from zeroed "
+    "gradients. grads_dir/P.npy = P.grad (float32, P's shape) for every parameter P with "
+    "requires_grad whose .grad is not None; P is both the PyTorch parameter name and the ONNX "
+    "initializer name. No gradient clipping, no weight decay.")
+
+BN_NOTE = (
+    " BatchNorm: PyTorch updates the running stats in that one training-mode forward (before the "
+    "backward): running_mean = (1 - 0.1) * running_mean + 0.1 * mean_batch and running_var = "
+    "(1 - 0.1) * running_var + 0.1 * var_batch_unbiased, where mean/var are taken per channel "
+    "over (N, H, W), var_batch_unbiased = sum((x - mean)^2) / (n - 1) with n = N*H*W (the "
+    "normalisation itself uses the biased var, / n, plus eps = 1e-5); PyTorch momentum 0.1 = "
+    "1 - ONNX BatchNormalization momentum 0.9; initial stats are mean 0, var 1. after_step_dir/"
+    "B.npy holds PyTorch's values of every running_mean/running_var buffer after that forward "
+    "(num_batches_tracked, +1, is not recorded; with a fixed momentum it does not matter). "
+    "ONNX opset-15+ BatchNormalization in training mode defines running_var with the biased "
+    "(population) variance, so an ONNX-literal implementation differs from these files by the "
+    "factor n/(n-1) on the 0.1 * var_batch term.")
+
+SGD_NOTE = (
+    " SGD: after loss.backward(), torch.optim.SGD(model.parameters(), lr=sgd_lr).step() (momentum "
+    "0, dampening 0, weight_decay 0, nesterov False, maximize False): P <- P - lr * P.grad; "
+    "sgd_step_dir/P.npy holds every parameter after that single step (float32).")
+
+LABEL_SEED = 5678     # labels generator (separate from the weight seed 0 and input seed 1234)
+FD_SEED = 99          # which elements the finite-difference spot check probes
+SGD_LR = 0.1
+
+
+def save_npy_dir(dirpath, arrays):
+    """Write NAME.npy for each (NAME, array) into dirpath, dropping stale .npy files first."""
+    os.makedirs(dirpath, exist_ok=True)
+    for f in sorted(os.listdir(dirpath)):
+        if f.endswith(".npy"):
+            os.remove(os.path.join(dirpath, f))
+    for nm, a in arrays:
+        np.save(os.path.join(dirpath, nm + ".npy"), a)
+
+
+def ce_loss(logits, labels):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+def finite_difference_check(spec, model, example, labels, grads, eps=1e-6, n_elem=3):
+    """Central differences in float64 on a float64 copy; prints, returns (all_ok, rows)."""
+    m64 = disable_dropout(copy.deepcopy(model)).double().train()
+    ex64 = [t.double() if t.is_floating_point() else t for t in example]
+    params = dict(m64.named_parameters())
+    # float64 autograd on the same copy, to tell float32 rounding from a wrong gradient
+    m64.zero_grad(set_to_none=True)
+    ce_loss(m64(*ex64), labels).backward()
+    g64 = {n: p.grad.detach().clone() for n, p in params.items() if p.grad is not None}
+    rs = np.random.RandomState(FD_SEED)
+    rows = []
+    ok = True
+    for pname in spec["fd_params"]:
+        p = params[pname]
+        flat = p.data.view(-1)
+        for i in sorted(rs.choice(flat.numel(), n_elem, replace=False).tolist()):
+            orig = flat[i].item()
+            with torch.no_grad():
+                flat[i] = orig + eps
+                lp = ce_loss(m64(*ex64), labels).item()
+                flat[i] = orig - eps
+                lm = ce_loss(m64(*ex64), labels).item()
+                flat[i] = orig
+            fd = (lp - lm) / (2 * eps)
+            g = float(grads[pname].reshape(-1)[i])
+            a64 = float(g64[pname].reshape(-1)[i])
+            rel = abs(fd - g) / max(abs(fd), abs(g), 1e-30)
+            rel64 = abs(fd - a64) / max(abs(fd), abs(a64), 1e-30)
+            # |error| relative to the parameter's largest gradient: an element that is a
+            # near-cancelling sum (e.g. a bias grad ~1e-5 summed from terms ~0.1) can only be
+            # as exact as float32 rounding of those terms allows.
+            scaled = abs(fd - g) / float(np.abs(grads[pname]).max())
+            if rel <= 1e-4:
+                verdict = "ok"
+            elif scaled <= 1e-5 and rel64 <= 1e-4:
+                verdict = "ok within float32 rounding (rel > 1e-4 only from cancellation)"
+            else:
+                verdict = "FAIL"
+            ok &= verdict != "FAIL"
+            rows.append((pname, i, fd, g, rel, verdict))
+            print("   fd check %-36s [%5d]  fd64 % .9e  recorded(f32) % .9e  rel %.2e"
+                  "  |err|/max|g| %.1e  rel vs f64 autograd %.1e  %s"
+                  % (pname, i, fd, g, rel, scaled, rel64, verdict))
+    return ok, rows
+
+
+def train_reference(spec, model, example, ref_out, init_names):
+    """Record PyTorch's loss, gradients (and BN stats / one SGD step) for one model."""
+    name = spec["name"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        labels = spec["labels"](torch.Generator().manual_seed(LABEL_SEED), example).to(torch.long)
+        labels_file = "%s.in.labels.npy" % name
+        np.save(os.path.join(HERE, labels_file), labels.numpy().astype(np.int64))
+
+        tm = disable_dropout(copy.deepcopy(model)).train()
+        tm.zero_grad(set_to_none=True)
+        logits = tm(*example)
+        same_as_ref = bool(torch.equal(logits.detach(), ref_out))
+        loss = ce_loss(logits, labels)
+        loss.backward()
+
+        named = [(n, p) for n, p in tm.named_parameters() if p.requires_grad]
+        with_grad = [(n, p.grad.detach().numpy().astype(np.float32)) for n, p in named
+                     if p.grad is not None]
+        without_grad = [n for n, p in named if p.grad is None]
+        not_init = [n for n, _ in tm.named_parameters() if n not in init_names]
+        grads_dir = "%s.grads" % name
+        save_npy_dir(os.path.join(HERE, grads_dir), with_grad)
+        grads = dict(with_grad)
+        max_abs = max(float(np.abs(g).max()) for _, g in with_grad)
+
+        out = {
+            "loss": float(loss.item()),
+            "loss_fn": "cross_entropy(logits.reshape(-1, %d), labels.reshape(-1)), mean"
+                       % logits.shape[-1],
+            "labels_file": labels_file,
+            "labels_shape": list(labels.shape),
+            "labels_dtype": "int64",
+            "grads_dir": grads_dir,
+            "grad_params": [n for n, _ in with_grad],
+            "params_without_grad": without_grad,
+            "params_not_onnx_initializers": not_init,
+            "max_abs_grad": max_abs,
+            "forward_equals_reference_output": same_as_ref,
+            "note": TRAIN_NOTE,
+        }
+
+        bn = [(n, b.detach().numpy().copy()) for n, b in tm.named_buffers()
+              if n.endswith(".running_mean") or n.endswith(".running_var")]
+        if bn:
+            out["after_step_dir"] = "%s.after_step" % name
+            out["after_step_buffers"] = [n for n, _ in bn]
+            out["bn_momentum_torch"] = 0.1
+            out["note"] += BN_NOTE
+            save_npy_dir(os.path.join(HERE, out["after_step_dir"]), bn)
+
+        if spec.get("sgd"):
+            torch.optim.SGD(tm.parameters(), lr=SGD_LR).step()
+            out["sgd_lr"] = SGD_LR
+            out["sgd_step_dir"] = "%s.sgd_step" % name
+            out["note"] += SGD_NOTE
+            save_npy_dir(os.path.join(HERE, out["sgd_step_dir"]),
+                         [(n, p.detach().numpy().copy()) for n, p in tm.named_parameters()])
+
+        print("   train: loss %.7f  max|grad| %.6g  %d grads  without grad %s  not initializers %s"
+              "  forward == reference output: %s"
+              % (out["loss"], max_abs, len(with_grad), without_grad, not_init, same_as_ref))
+        fd_ok, _ = finite_difference_check(spec, model, example, labels, grads)
+        print("   fd check: %s" % ("pass" if fd_ok else "SOME ELEMENTS FAIL"))
+    finally:
+        torch.set_num_threads(threads)
+    return out
 
 
 def bind(dims, binding):
@@ -416,6 +609,8 @@ def export_one(spec):
     extra_outputs = [o.name for o in g.output if o.name not in spec["outputs"]]
     if extra_outputs:
         info["extra_graph_outputs"] = extra_outputs
+    if "labels" in spec:
+        info["train_reference"] = train_reference(spec, model, example, ref_out, init_names)
 
     with open(os.path.join(HERE, name + ".json"), "w") as f:
         json.dump(info, f, indent=2, sort_keys=False)

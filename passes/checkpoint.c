@@ -1,0 +1,293 @@
+/* checkpoint.c — activation checkpointing: segment the forward, then recompute inside segments.
+ *
+ * Segmenting (--checkpoint=POLICY) assigns each forward node to a segment or to none:
+ *   blocks     repeated module scopes in node names: the first path component of the form
+ *              NAME.NUMBER ("/layers.3/fc1/Gemm" -> "/layers.3", "/layer1/layer1.0/conv1/Conv"
+ *              -> "/layer1/layer1.0"), or what --block-regex matches; runs of nodes with the same
+ *              key form a segment; unscoped nodes between two nodes of one block join it. With no
+ *              such names, it falls back to cut points (below), one segment between each pair.
+ *   every:K    a segment every K cut points of the forward graph.
+ *   sqrt       about sqrt(n) segments of equal node counts, cut at cut points (Chen et al. 2016).
+ *   nodes:RE   segment boundaries after the nodes whose names match RE.
+ * A cut point is a node after which the only forward activation still needed later is its own
+ * output: every path to the loss passes through it.
+ *
+ * Recompute: a segment's activations that the backward reads are not kept. Just before the
+ * segment's first backward node, clones of the forward nodes producing them run again from the
+ * segment's saved inputs; the backward reads the clones. Forward values then die at their last
+ * forward use, which is where the memory goes. Clones keep everything that makes them compute the
+ * same bits: attributes, Dropout's RNG key (the forward node's id), and BatchNormalization is
+ * never run twice: its clone is ckptc.BatchNormApply, normalizing with the batch statistics the
+ * forward saved, without touching the running statistics. The last segment is not recomputed:
+ * its backward starts right after the forward, so its activations are still live (recomputing
+ * them would cost time and save nothing).
+ */
+#include "ck_passes.h"
+
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- segmenting */
+
+/* "/layers.3/fc1/Gemm" -> length of "/layers.3"; 0 when no component looks like NAME.NUMBER */
+static size_t scope_key(const char *name) {
+    const char *p = name;
+    while (*p) {
+        const char *start = p + (*p == '/');
+        const char *end = strchr(start, '/');
+        if (!end) return 0; /* the last component is the op, not a module */
+        const char *dot = NULL;
+        for (const char *q = start; q < end; q++)
+            if (*q == '.') dot = q;
+        bool digits = dot && dot + 1 < end && dot > start;
+        for (const char *q = dot ? dot + 1 : end; digits && q < end; q++) digits = *q >= '0' && *q <= '9';
+        if (digits) return (size_t)(end - name);
+        p = end;
+    }
+    return 0;
+}
+
+static bool is_forward(const ck_node *n) { return n->phase == CK_PHASE_FORWARD; }
+
+/* After forward node i, is its output the only forward activation a later forward node still
+ * reads? (Static values do not count.) One sweep, counting the open activations. */
+static void cut_points(const ck_graph *g, int nf, bool *cut) {
+    int nid = g->next_value_id;
+    int *last = malloc(sizeof(int) * (size_t)(nid + 1));
+    CK_ASSERT(last);
+    for (int i = 0; i <= nid; i++) last[i] = -1;
+    for (int i = 0; i < nf; i++)
+        for (int k = 0; k < g->nodes[i]->n_in; k++)
+            if (g->nodes[i]->in[k]) last[g->nodes[i]->in[k]->id] = i;
+    int open = 0;
+    for (int i = 0; i < nf; i++) {
+        ck_node *n = g->nodes[i];
+        int own = 0;
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] && last[n->out[k]->id] > i) own++;
+        open += own;
+        for (int k = 0; k < n->n_in; k++) {
+            ck_value *v = n->in[k];
+            bool first = true; /* a value read twice by this node closes once */
+            for (int q = 0; q < k; q++) first = first && n->in[q] != v;
+            if (v && first && v->producer && last[v->id] == i) open--;
+        }
+        cut[i] = open == 1 && own == 1;
+    }
+    free(last);
+}
+
+/* seg[i] for forward node i: segment number, or -1 (not checkpointed). Returns the count. */
+static int segment(ck_graph *g, const ck_options *o, int nf, int *seg, ck_diag *d, ck_status *st) {
+    for (int i = 0; i < nf; i++) seg[i] = -1;
+    bool *cut = calloc((size_t)nf + 1, 1);
+    CK_ASSERT(cut);
+    int nseg = 0;
+    *st = CK_OK;
+    switch (o->checkpoint) {
+    case CK_CKPT_NONE:
+        break;
+    case CK_CKPT_BLOCKS: {
+        regex_t re;
+        bool user = o->block_regex && *o->block_regex;
+        if (user && regcomp(&re, o->block_regex, REG_EXTENDED) != 0) {
+            ck_diag_add(d, "--block-regex '%s': not a valid regular expression", o->block_regex);
+            *st = CK_ERR_USAGE;
+            break;
+        }
+        const char **key = calloc((size_t)nf + 1, sizeof *key);
+        size_t *klen = calloc((size_t)nf + 1, sizeof *klen);
+        int keyed = 0;
+        for (int i = 0; i < nf; i++) {
+            const char *nm = g->nodes[i]->name;
+            if (user) {
+                regmatch_t m;
+                if (regexec(&re, nm, 1, &m, 0) == 0 && m.rm_eo > m.rm_so) key[i] = nm + m.rm_so, klen[i] = (size_t)(m.rm_eo - m.rm_so);
+            } else if ((klen[i] = scope_key(nm)) > 0) {
+                key[i] = nm;
+            }
+            keyed += key[i] != NULL;
+        }
+        if (user) regfree(&re);
+        if (keyed == 0) {
+            free(key), free(klen);
+            goto cuts; /* names carry no structure: fall back to cut points */
+        }
+        /* unscoped nodes between two nodes of the same block join it */
+        for (int i = 0; i < nf; i++) {
+            if (key[i]) continue;
+            int a = i - 1, b = i + 1;
+            while (a >= 0 && !key[a]) a--;
+            while (b < nf && !key[b]) b++;
+            if (a >= 0 && b < nf && klen[a] == klen[b] && strncmp(key[a], key[b], klen[a]) == 0) key[i] = key[a], klen[i] = klen[a];
+        }
+        for (int i = 0; i < nf; i++) {
+            if (!key[i]) continue;
+            bool same = i > 0 && key[i - 1] && klen[i - 1] == klen[i] && strncmp(key[i - 1], key[i], klen[i]) == 0;
+            seg[i] = same ? seg[i - 1] : nseg++;
+        }
+        free(key), free(klen);
+        break;
+    }
+    case CK_CKPT_NODES: {
+        regex_t re;
+        if (regcomp(&re, o->checkpoint_regex, REG_EXTENDED | REG_NOSUB) != 0) {
+            ck_diag_add(d, "--checkpoint=nodes:'%s': not a valid regular expression", o->checkpoint_regex);
+            *st = CK_ERR_USAGE;
+            break;
+        }
+        int cur = 0;
+        bool any = false;
+        for (int i = 0; i < nf; i++) {
+            seg[i] = cur;
+            if (regexec(&re, g->nodes[i]->name, 0, NULL, 0) == 0) cur++, any = true;
+        }
+        regfree(&re);
+        if (!any) {
+            ck_diag_add(d, "--checkpoint=nodes:'%s': no node name matches", o->checkpoint_regex);
+            *st = CK_ERR_USAGE;
+        }
+        nseg = cur + 1;
+        break;
+    }
+    case CK_CKPT_EVERY:
+    case CK_CKPT_SQRT:
+    cuts: {
+        cut_points(g, nf, cut);
+        int ncut = 0;
+        for (int i = 0; i < nf; i++) ncut += cut[i];
+        int every = o->checkpoint == CK_CKPT_EVERY ? o->checkpoint_k : 1;
+        if (o->checkpoint == CK_CKPT_SQRT) { /* about sqrt(n) segments: a boundary every sqrt(ncut) cuts */
+            int s = 1;
+            while ((s + 1) * (s + 1) <= ncut) s++;
+            every = s;
+        }
+        if (every < 1) every = 1;
+        int cur = 0, seen = 0;
+        for (int i = 0; i < nf; i++) {
+            seg[i] = cur;
+            if (cut[i] && ++seen % every == 0) cur++;
+        }
+        nseg = cur + 1;
+        break;
+    }
+    }
+    free(cut);
+    return nseg;
+}
+
+/* ---------------------------------------------------------------- recompute */
+
+static ck_node *clone_node(ck_graph *g, const ck_node *n, ck_value **in) {
+    ck_op op = n->op == CK_OP_BATCH_NORM ? CK_OP_BATCH_NORM_APPLY : n->op;
+    char name[1100];
+    snprintf(name, sizeof name, "%s/recompute", n->name);
+    ck_node *c;
+    if (op == CK_OP_BATCH_NORM_APPLY) {
+        /* y = (x - saved_mean) * saved_inv_std * scale + bias: the forward's batch statistics */
+        ck_value *ins[5] = {in[0], in[1], in[2], n->out[3], n->out[4]};
+        c = ck_graph_add_node(g, op, name, 5, ins, 1);
+    } else {
+        c = ck_graph_add_node(g, op, name, n->n_in, in, n->n_out);
+        for (int i = 0; i < n->n_attr; i++) ck_node_add_attr(g, c, n->attr[i]);
+        for (int k = 0; k < n->n_out; k++)
+            if (!n->out[k]) c->out[k] = NULL;
+    }
+    if (n->op == CK_OP_DROPOUT && !ck_attr_find(n, "key"))
+        ck_node_add_attr(g, c, (ck_attr){.name = "key", .kind = CK_ATTR_INT, .i = n->id}); /* the forward's mask */
+    c->phase = CK_PHASE_BACKWARD;
+    c->recompute_of = n->id + 1;
+    ck_diag dd = {0};
+    CK_ASSERT(ck_infer_node(c, &dd) == CK_OK);
+    return c;
+}
+
+ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
+    g->n_segments = 0;
+    if (o->infer || o->checkpoint == CK_CKPT_NONE) return CK_OK;
+    int nn = g->n_nodes, nf = 0, nid = g->next_value_id;
+    while (nf < nn && is_forward(g->nodes[nf])) nf++;
+    for (int i = nf; i < nn; i++) CK_ASSERT(!is_forward(g->nodes[i])); /* forward first, as autodiff leaves it */
+    int *seg = malloc(sizeof(int) * (size_t)(nf + 1));
+    ck_status st;
+    int nseg = segment(g, o, nf, seg, d, &st);
+    if (st) {
+        free(seg);
+        return st;
+    }
+    /* which segment produced each value; where forward nodes read it */
+    int *vseg = malloc(sizeof(int) * (size_t)(nid + 1));
+    bool *read_outside = calloc((size_t)nid + 1, 1);
+    CK_ASSERT(vseg && read_outside);
+    for (int i = 0; i <= nid; i++) vseg[i] = -1;
+    for (int i = 0; i < nf; i++)
+        for (int k = 0; k < g->nodes[i]->n_out; k++)
+            if (g->nodes[i]->out[k]) vseg[g->nodes[i]->out[k]->id] = seg[i];
+    for (int i = 0; i < nf; i++)
+        for (int k = 0; k < g->nodes[i]->n_in; k++) {
+            ck_value *v = g->nodes[i]->in[k];
+            if (v && v->id < nid && vseg[v->id] >= 0 && vseg[v->id] != seg[i]) read_outside[v->id] = true;
+        }
+    for (int k = 0; k < g->n_outputs; k++) read_outside[g->outputs[k]->id] = true;
+
+    /* the last segment whose backward comes first is left alone */
+    int last_seg = -1;
+    for (int i = nf - 1; i >= 0 && last_seg < 0; i--) last_seg = seg[i];
+
+    ck_node **clone = calloc((size_t)nid + 1, sizeof *clone); /* by forward node id: its clone */
+    ck_node **out_nodes = malloc(sizeof(ck_node *) * (size_t)(nn * 3 + 16));
+    int no = 0;
+    CK_ASSERT(clone && out_nodes);
+    for (int i = 0; i < nf; i++) out_nodes[no++] = g->nodes[i];
+    bool *done_seg = calloc((size_t)nseg + 1, 1);
+    for (int i = nf; i < nn; i++) {
+        ck_node *b = g->nodes[i];
+        /* before the first backward node reading a recomputable value of segment s: clone s */
+        for (int k = 0; k < b->n_in; k++) {
+            ck_value *v = b->in[k];
+            if (!v || v->id >= nid || !v->producer || !is_forward(v->producer)) continue;
+            int s = vseg[v->id];
+            if (s < 0 || s == last_seg || done_seg[s] || read_outside[v->id]) continue;
+            done_seg[s] = true;
+            /* clone the whole segment in forward order; unused clones are dropped as dead code */
+            for (int j = 0; j < nf; j++) {
+                ck_node *f = g->nodes[j];
+                if (seg[j] != s) continue;
+                bool stateful = ck_ops[f->op].flags & CK_OPF_STATEFUL;
+                if (stateful && f->op != CK_OP_BATCH_NORM) continue; /* kept, never rerun */
+                if (f->op == CK_OP_BATCH_NORM && (f->n_out < 5 || !f->out[3] || !f->out[4])) continue; /* no saved stats */
+                ck_value *in[64];
+                for (int q = 0; q < f->n_in; q++) {
+                    ck_value *u = f->in[q];
+                    in[q] = u;
+                    if (!u || !u->producer || u->id >= nid || vseg[u->id] != s || read_outside[u->id]) continue;
+                    ck_node *pc = clone[u->producer->id];
+                    for (int r = 0; pc && r < u->producer->n_out && r < pc->n_out; r++)
+                        if (u->producer->out[r] == u && pc->out[r]) in[q] = pc->out[r];
+                }
+                ck_node *c = clone_node(g, f, in);
+                g->n_nodes--; /* ck_graph_add_node appended it; we place it here instead */
+                clone[f->id] = c;
+                out_nodes[no++] = c;
+            }
+            g->n_segments++;
+        }
+        /* the backward reads the clones */
+        for (int k = 0; k < b->n_in; k++) {
+            ck_value *v = b->in[k];
+            if (!v || v->id >= nid || !v->producer || !is_forward(v->producer) || read_outside[v->id]) continue;
+            ck_node *c = clone[v->producer->id];
+            if (!c) continue;
+            for (int r = 0; r < v->producer->n_out && r < c->n_out; r++)
+                if (v->producer->out[r] == v && c->out[r]) b->in[k] = c->out[r];
+        }
+        out_nodes[no++] = b;
+    }
+    memcpy(g->nodes, out_nodes, sizeof(ck_node *) * (size_t)no);
+    g->n_nodes = no;
+    ck_graph_remove_dead(g);
+    free(seg), free(vseg), free(read_outside), free(clone), free(out_nodes), free(done_seg);
+    return ck_graph_verify(g, d);
+}
