@@ -146,10 +146,9 @@ int ckrt_npy_read(ckrt_ctx *c, const char *path, ckrt_array *out) {
         goto done;
     }
     out->dtype = npy_dtype(descr);
-    if (out->dtype == CKRT_UNDEF || out->dtype == CKRT_F16 || out->dtype == CKRT_I16 || out->dtype == CKRT_U8 ||
-        out->dtype == CKRT_I8) {
-        ckrt_fail(c, rc, "'%s': dtype '%s' is not supported (float32 <f4, float64 <f8, int64 <i8, int32 <i4, bool |b1)",
-                  path, descr);
+    if (out->dtype == CKRT_UNDEF) {
+        ckrt_fail(c, rc, "'%s': dtype '%s' is not supported (float32 <f4, float64 <f8, float16 <f2, int64 <i8, int32 <i4, "
+                  "int16 <i2, int8 |i1, uint8 |u1, bool |b1)", path, descr);
         goto done;
     }
     p = npy_key(hdr, "fortran_order");

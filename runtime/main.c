@@ -262,6 +262,16 @@ static int write_npys(run *r, const char *dir, bool grads) {
     return CKRT_OK;
 }
 
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *q = (const unsigned char *)s; *q; q++) {
+        if (*q == '"' || *q == '\\') fprintf(f, "\\%c", *q);
+        else if (*q < 0x20) fprintf(f, "\\u%04x", *q);
+        else fputc(*q, f);
+    }
+    fputc('"', f);
+}
+
 static int write_report(run *r) {
     const ckrt_program *p = r->p;
     char tmp[4200];
@@ -269,8 +279,9 @@ static int write_report(run *r) {
     FILE *f = fopen(tmp, "w");
     if (!f) return ckrt_fail(&r->c, CKRT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
     static const char *cat[] = {"params", "inputs", "activations", "workspace", "grads", "optimizer_state"};
-    fprintf(f, "{\n  \"program\": \"%s\",\n  \"backend\": \"%s\",\n  \"mode\": \"%s\",\n", p->name, r->c.be->name,
-            training(r) ? "train" : "infer");
+    fprintf(f, "{\n  \"program\": ");
+    json_str(f, p->name);
+    fprintf(f, ",\n  \"backend\": \"%s\",\n  \"mode\": \"%s\",\n", r->c.be->name, training(r) ? "train" : "infer");
     fprintf(f, "  \"planned_peak_bytes\": %lld,\n  \"measured_peak_bytes\": %lld,\n", (long long)p->arena_bytes,
             (long long)r->measured);
     fprintf(f, "  \"planned_bytes\": {");
@@ -286,11 +297,17 @@ static int write_report(run *r) {
         fprintf(f, "],\n");
     }
     fprintf(f, "  \"inputs\": {");
-    for (int i = 0; i < p->n_inputs; i++)
-        fprintf(f, "%s\"%s\": \"%s\"", i ? ", " : "", p->inputs[i].name, r->from_file[i] ? "file" : "random");
+    for (int i = 0; i < p->n_inputs; i++) {
+        fprintf(f, "%s", i ? ", " : "");
+        json_str(f, p->inputs[i].name);
+        fprintf(f, ": \"%s\"", r->from_file[i] ? "file" : "random");
+    }
     fprintf(f, "},\n  \"outputs\": {");
-    for (int i = 0; i < p->n_outputs; i++)
-        fprintf(f, "%s\"%s\": \"%s.npy\"", i ? ", " : "", p->outputs[i].name, p->outputs[i].file);
+    for (int i = 0; i < p->n_outputs; i++) {
+        fprintf(f, "%s", i ? ", " : "");
+        json_str(f, p->outputs[i].name);
+        fprintf(f, ": \"%s.npy\"", p->outputs[i].file); /* sanitized: [A-Za-z0-9._-] only */
+    }
     fprintf(f, "}\n}\n");
     if (fclose(f) != 0 || rename(tmp, r->report) != 0) {
         remove(tmp);
@@ -426,7 +443,7 @@ static int run_program(run *r, int argc, char **argv) {
     }
     if (!rc) {
         uint64_t *w = (uint64_t *)(c->arena + p->static_bytes);
-        int64_t nw = (p->arena_bytes + GUARD_BYTES - p->static_bytes) / 8, guard = (p->arena_bytes - p->static_bytes) / 8;
+        int64_t nw = (p->arena_bytes + GUARD_BYTES - p->static_bytes) / 8;
         for (int64_t i = 0; i < nw; i++) w[i] = CANARY;
         double t_start = now();
         for (int64_t s = 0; !rc && s < r->steps; s++) {
@@ -440,10 +457,12 @@ static int run_program(run *r, int argc, char **argv) {
             }
             r->step_seconds[s] = now() - t0;
             if (s == 0) { /* the high-water mark of one whole step, measured before reuse hides it */
-                for (int64_t i = guard; !rc && i < nw; i++)
-                    if (w[i] != CANARY)
-                        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "a kernel wrote past the planned arena (byte %lld)",
-                                       (long long)(p->static_bytes + i * 8));
+                const unsigned char *gb = c->arena;
+                c->node = NULL;
+                for (int64_t b = p->arena_bytes; !rc && b < p->static_bytes + nw * 8; b++)
+                    if (gb[b] != 0xCB)
+                        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "a kernel wrote past the planned arena (byte %lld of %lld)",
+                                       (long long)b, (long long)p->arena_bytes);
                 int64_t hw = nw;
                 while (hw > 0 && w[hw - 1] == CANARY) hw--;
                 int64_t top = hw * 8; /* then to the byte: the last word may be partly written */
