@@ -2,6 +2,8 @@
  * dropout's backward and the optimizer updates (runtime/cpu_train.c). */
 #include "emit.h"
 
+#include <float.h>
+
 static const ck_dtype f32_only[] = {CK_F32, CK_UNDEF};
 
 static ck_status want_f32(ck_emit *e, const ck_node *n, int n_in) {
@@ -59,8 +61,12 @@ ck_status ck_emit_unary_grad(ck_emit *e, const ck_node *n) {
     }
     ck_emit_printf(e, "    CKRT_TRY(ckrt_unary_grad(c, %d", code);
     args(e, 3, (const ck_value *[]){n->out[0], n->in[0], n->in[1]}, (const bool[]){false, true, true});
+    /* an absent bound is infinite; C has no literal for that, and +-FLT_MAX acts the same here */
+    float lo = ck_attr_float(n, "lo", 0.0f), hi = ck_attr_float(n, "hi", 0.0f);
+    lo = lo < -FLT_MAX ? -FLT_MAX : lo;
+    hi = hi > FLT_MAX ? FLT_MAX : hi;
     ck_emit_printf(e, ", %lld, %a, %a, %a));\n", (long long)ck_value_numel(n->out[0]), (double)ck_attr_float(n, "alpha", 0.0f),
-                   (double)ck_attr_float(n, "lo", 0.0f), (double)ck_attr_float(n, "hi", 0.0f));
+                   (double)lo, (double)hi);
     return CK_OK;
 }
 

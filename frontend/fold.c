@@ -16,8 +16,6 @@
 #include <math.h>
 #include <string.h>
 
-int ck_slice_params(const ck_node *n, int64_t *start, int64_t *step, int64_t *count, ck_diag *d);
-void ck_shape_range(const ck_node *n, int64_t *lo, int64_t *hi);
 
 /* Advances a row-major multi-index over dims; flat order. */
 static void next_index(int64_t *idx, const int64_t *dims, int rank) {
@@ -58,7 +56,7 @@ static bool eval_binary(ck_node *n, ck_value *o) {
                 if (y == 0 || (x == INT64_MIN && y == -1)) return false;
                 r = x / y;
                 break;
-            case CK_OP_POW: r = (int64_t)pow((double)x, ck_value_get_f(b, ib)); break;
+            case CK_OP_POW: ck_value_set_f(o, i, pow((double)x, ck_value_get_f(b, ib))); continue; /* saturates */
             case CK_OP_EQUAL: r = x == y; break;
             case CK_OP_LESS: r = x < y; break;
             case CK_OP_GREATER: r = x > y; break;
@@ -211,7 +209,7 @@ static bool eval_transpose(ck_node *n, ck_value *o) {
     const ck_value *x = n->in[0];
     const ck_attr *pa = ck_attr_find(n, "perm");
     int64_t perm[CK_MAX_RANK], idx[CK_MAX_RANK] = {0}, cnt = ck_value_numel(o);
-    for (int k = 0; k < x->rank; k++) perm[k] = pa ? pa->ints[k] : x->rank - 1 - k;
+    for (int k = 0; k < x->rank; k++) perm[k] = pa && pa->kind == CK_ATTR_INTS ? pa->ints[k] : x->rank - 1 - k;
     for (int64_t i = 0; i < cnt; i++, next_index(idx, o->dims, o->rank)) {
         int64_t src[CK_MAX_RANK], off = 0;
         for (int k = 0; k < x->rank; k++) src[perm[k]] = idx[k];
@@ -241,6 +239,11 @@ static bool eval_trilu(ck_node *n, ck_value *o) {
 }
 
 static bool eval_node(ck_node *n, ck_value *o) {
+    /* empty results need no evaluation; the loops below would still walk outer dims that can be
+     * 2^51 long when an inner dim is 0 */
+    bool empty = true;
+    for (int k = 0; k < n->n_out; k++) empty = empty && (!n->out[k] || ck_value_numel(n->out[k]) == 0);
+    if (empty) return true;
     switch (n->op) {
     case CK_OP_SHAPE: {
         int64_t lo, hi;
@@ -297,10 +300,23 @@ static bool foldable(const ck_node *n, int64_t max_elems) {
     return true;
 }
 
+/* Pow(float x, constant integer e): the exponent becomes a float constant, so one kernel (float
+ * base and exponent) runs every Pow an exporter writes (x ** 2 comes out with an int64 2). */
+static void pow_float_exponent(ck_graph *g, ck_node *n) {
+    if (n->op != CK_OP_POW || n->n_in != 2 || !n->in[0] || !n->in[1]) return;
+    ck_value *e = n->in[1];
+    if (!ck_dtype_is_float(n->in[0]->dtype) || !ck_dtype_is_int(e->dtype) || !e->data || e->role != CK_ROLE_CONST) return;
+    ck_value *f = ck_graph_add_value(g, e->name, n->in[0]->dtype, e->rank, e->dims, CK_ROLE_CONST);
+    f->data = ck_arena_alloc(g->arena, ck_value_bytes(f) + 1);
+    for (int64_t k = 0, c = ck_value_numel(e); k < c; k++) ck_value_set_f(f, k, (double)ck_value_get_i(e, k));
+    n->in[1] = f;
+}
+
 ck_status ck_frontend_fold(ck_graph *g, int64_t fold_max_elems, ck_diag *d) {
     int kept = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         ck_node *n = g->nodes[i];
+        pow_float_exponent(g, n);
         ck_status st = ck_infer_node(n, d);
         if (st) return st;
         bool folded = false;

@@ -330,14 +330,15 @@ static ck_status ck_grad_cast(ck_ad *a, ck_node *n, ck_value **dy, ck_value **dx
 
 static ck_status ck_grad_dropout(ck_ad *a, ck_node *n, ck_value **dy, ck_value **dx) {
     if (!wants(a, n, 0)) return CK_OK;
-    if (ck_node_is_view(n, a->o)) {
+    double ratio = ck_dropout_ratio(n, a->o);
+    if (ratio < 0) return unsupported(a, n, "the ratio and training_mode must be constants");
+    if (ratio == 0.0) { /* drops nothing: the identity */
         dx[0] = dy[0];
         return CK_OK;
     }
-    if (n->n_in > 1 && n->in[1] && !n->in[1]->data) return unsupported(a, n, "the ratio must be a constant");
     ck_node *m = node(a, CK_OP_DROPOUT_GRAD, 1, &dy[0], 1);
-    attr_f(a, m, "ratio", n->n_in > 1 && n->in[1] ? (float)ck_value_get_f(n->in[1], 0) : 0.5f);
-    attr_i(a, m, "key", n->id); /* the forward's RNG stream: the same mask, regenerated */
+    attr_f(a, m, "ratio", (float)ratio);
+    attr_i(a, m, "key", ck_attr_int(n, "key", n->id)); /* the forward's RNG stream: the same mask, regenerated */
     dx[0] = done(a, m)->out[0];
     return CK_OK;
 }

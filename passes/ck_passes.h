@@ -64,6 +64,10 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d);
  * before its backward instead of keeping them (see checkpoint.c). */
 ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d);
 
+/* Dropout's effective ratio: 0 when it drops nothing (training_mode absent or false, ratio 0,
+ * or --disable-dropout); -1 when the ratio or the mode is not a compile-time constant. */
+double ck_dropout_ratio(const ck_node *n, const ck_options *o);
+
 /* Is this node a view of its first input (no kernel, same bytes)? */
 bool ck_node_is_view(const ck_node *n, const ck_options *o);
 /* The input whose bytes output k overwrites in place (optimizer updates), or -1. */

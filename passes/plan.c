@@ -29,14 +29,22 @@ typedef struct buf {
 
 static int64_t align_up(int64_t x) { return (x + CK_ALIGN - 1) / CK_ALIGN * CK_ALIGN; }
 
+double ck_dropout_ratio(const ck_node *n, const ck_options *o) {
+    if (o && o->disable_dropout) return 0.0;
+    const ck_value *mode = n->n_in > 2 ? n->in[2] : NULL, *ratio = n->n_in > 1 ? n->in[1] : NULL;
+    if (!mode) return 0.0; /* ONNX: training_mode defaults to false */
+    if (!mode->data) return -1.0;
+    if (!ck_value_get_i(mode, 0)) return 0.0;
+    if (!ratio) return 0.5;
+    return ratio->data ? ck_value_get_f(ratio, 0) : -1.0;
+}
+
 bool ck_node_is_view(const ck_node *n, const ck_options *o) {
     switch (n->op) {
     case CK_OP_RESHAPE: case CK_OP_FLATTEN: case CK_OP_SQUEEZE: case CK_OP_UNSQUEEZE: case CK_OP_IDENTITY:
         return true;
-    case CK_OP_DROPOUT: /* identity when disabled, or when training_mode is absent/false, and no mask wanted */
-        if (n->n_out > 1 && n->out[1]) return false;
-        if (o && o->disable_dropout) return true;
-        return n->n_in < 3 || !n->in[2] || (n->in[2]->data && !ck_value_get_i(n->in[2], 0));
+    case CK_OP_DROPOUT: /* the identity when it drops nothing and no mask is wanted */
+        return !(n->n_out > 1 && n->out[1]) && ck_dropout_ratio(n, o) == 0.0;
     default:
         return false;
     }

@@ -6,7 +6,7 @@
 set -eu
 pkgs="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev check libopenblas-dev"
 if [ "${1:-}" = "--test" ]; then
-    pkgs="$pkgs python3 python3-onnx python3-numpy"
+    pkgs="$pkgs python3 python3-onnx python3-numpy python3-torch"
 fi
 missing=""
 for p in $pkgs; do

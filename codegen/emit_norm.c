@@ -1,0 +1,228 @@
+/* emit_norm.c — emitters for the families that work over an axis or a set of axes: softmax
+ * (Softmax, LogSoftmax), layer_norm, batch_norm, dropout, reduce (ReduceMean, ReduceSum) and
+ * global_pool (GlobalAveragePool).
+ *
+ * All shape logic happens here: an axis becomes an (outer, len, inner) split, a set of reduced
+ * axes becomes kept/reduced dims with their element strides, so the kernels (runtime/ckrt_ops.h,
+ * bodies in runtime/ckrt_kernels.h) only loop. Attributes the runtime cannot honour are refused
+ * with a message naming the node, in check mode already.
+ */
+#include "emit.h"
+
+static const ck_dtype f32_only[] = {CK_F32, CK_UNDEF};
+
+static int64_t prod(const int64_t *d, int from, int to) {
+    int64_t p = 1;
+    for (int i = from; i < to; i++) p *= d[i];
+    return p;
+}
+
+/* An axis attribute normalized into [0, rank); false when out of range. */
+static bool get_axis(const ck_node *n, int64_t dflt, int rank, int64_t *axis) {
+    int64_t a = ck_attr_int(n, "axis", dflt);
+    if (a < 0) a += rank;
+    *axis = a;
+    return a >= 0 && a < rank;
+}
+
+static bool has(const ck_node *n, int i, bool out) {
+    return out ? i < n->n_out && n->out[i] : i < n->n_in && n->in[i];
+}
+
+static void ptr_or_null(ck_emit *e, const ck_value *v, bool is_const) {
+    if (v) ck_emit_ptr(e, v, is_const);
+    else ck_emit_printf(e, "NULL");
+}
+
+/* The refusal of an input that must be a constant (the wording shape inference uses). */
+static ck_status not_const(ck_emit *e, const ck_node *n, int i, const char *why) {
+    char sh[CK_SHAPE_STR_MAX];
+    const ck_value *v = n->in[i];
+    return ck_emit_unsupported(e, n, "input %d '%s' %s %s must be a constant known at compile time%s, but it is computed "
+                               "at run time", i, v->name, ck_dtype_name(v->dtype), ck_shape_str(v, sh, sizeof sh), why);
+}
+
+static ck_status want_f32_inputs(ck_emit *e, const ck_node *n) {
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] && ck_emit_want_dtype(e, n, n->in[i], "input", f32_only)) return CK_ERR_UNSUPPORTED;
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------- softmax */
+
+ck_status ck_emit_softmax(ck_emit *e, const ck_node *n) {
+    const ck_value *x = n->in[0];
+    if (want_f32_inputs(e, n)) return CK_ERR_UNSUPPORTED;
+    int64_t axis;
+    if (!get_axis(n, -1, x->rank, &axis))
+        return ck_emit_unsupported(e, n, "axis %lld is out of range for rank %d", (long long)ck_attr_int(n, "axis", -1),
+                                   x->rank);
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_softmax(c, %d, ", n->op == CK_OP_LOG_SOFTMAX);
+    ck_emit_ptr(e, n->out[0], false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", %lld, %lld, %lld));\n", (long long)prod(x->dims, 0, (int)axis), (long long)x->dims[axis],
+                   (long long)prod(x->dims, (int)axis + 1, x->rank));
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------- layer norm */
+
+ck_status ck_emit_layer_norm(ck_emit *e, const ck_node *n) {
+    const ck_value *x = n->in[0];
+    if (want_f32_inputs(e, n)) return CK_ERR_UNSUPPORTED;
+    int64_t axis;
+    if (!get_axis(n, -1, x->rank, &axis))
+        return ck_emit_unsupported(e, n, "axis %lld is out of range for rank %d", (long long)ck_attr_int(n, "axis", -1),
+                                   x->rank);
+    int64_t stash = ck_attr_int(n, "stash_type", 1);
+    if (stash != 1)
+        return ck_emit_unsupported(e, n, "stash_type %lld is not supported (ckptc computes in double and stashes "
+                                   "float32: stash_type 1)", (long long)stash);
+    int64_t rows = prod(x->dims, 0, (int)axis), cols = prod(x->dims, (int)axis, x->rank);
+    static const char *what[] = {"", "Scale", "B"};
+    for (int i = 1; i < 3; i++)
+        if (has(n, i, false) && ck_value_numel(n->in[i]) != cols)
+            return ck_emit_unsupported(e, n, "%s '%s' broadcasts within the normalized shape (%lld elements for %lld); "
+                                       "ckptc supports a %s of the full normalized shape", what[i], n->in[i]->name,
+                                       (long long)ck_value_numel(n->in[i]), (long long)cols, what[i]);
+    for (int k = 1; k < 3; k++)
+        if (has(n, k, true) && ck_emit_want_dtype(e, n, n->out[k], "output", f32_only)) return CK_ERR_UNSUPPORTED;
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_layer_norm(c, ");
+    ck_emit_ptr(e, n->out[0], false);
+    ck_emit_printf(e, ", ");
+    ptr_or_null(e, has(n, 1, true) ? n->out[1] : NULL, false);
+    ck_emit_printf(e, ", ");
+    ptr_or_null(e, has(n, 2, true) ? n->out[2] : NULL, false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, n->in[1], true);
+    ck_emit_printf(e, ", ");
+    ptr_or_null(e, has(n, 2, false) ? n->in[2] : NULL, true);
+    ck_emit_printf(e, ", %lld, %lld, %a));\n", (long long)rows, (long long)cols,
+                   (double)ck_attr_float(n, "epsilon", 1e-5f));
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------- batch norm */
+
+ck_status ck_emit_batch_norm(ck_emit *e, const ck_node *n) {
+    const ck_value *x = n->in[0];
+    if (want_f32_inputs(e, n)) return CK_ERR_UNSUPPORTED;
+    if (x->rank < 2) return ck_emit_unsupported(e, n, "input '%s' must have rank >= 2 (N,C,...)", x->name);
+    int training = ck_attr_int(n, "training_mode", 0) != 0;
+    if (!training && (has(n, 1, true) || has(n, 2, true)))
+        return ck_emit_unsupported(e, n, "running_mean/running_var outputs require training_mode=1");
+    int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims, 2, x->rank);
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_batch_norm(c, ");
+    ck_emit_ptr(e, n->out[0], false);
+    for (int k = 1; k < 3; k++) {
+        ck_emit_printf(e, ", ");
+        ptr_or_null(e, has(n, k, true) ? n->out[k] : NULL, false);
+    }
+    /* saved batch mean / inverse std: for the backward pass, which has no value for them yet */
+    ck_emit_printf(e, ", NULL, NULL");
+    for (int i = 0; i < 5; i++) {
+        ck_emit_printf(e, ", ");
+        ck_emit_ptr(e, n->in[i], true);
+    }
+    ck_emit_printf(e, ", %lld, %lld, %lld, %a, %a, %d));\n", (long long)N, (long long)C, (long long)S,
+                   (double)ck_attr_float(n, "epsilon", 1e-5f), (double)ck_attr_float(n, "momentum", 0.9f), training);
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------- dropout */
+
+/* Reached only when the node is not a view: training_mode is not a constant false, or the mask
+ * is wanted. ratio and training_mode must then be constants; the node's id keys the RNG. */
+ck_status ck_emit_dropout(ck_emit *e, const ck_node *n) {
+    const ck_value *x = n->in[0];
+    if (ck_emit_want_dtype(e, n, x, "input", f32_only)) return CK_ERR_UNSUPPORTED;
+    double ratio = ck_dropout_ratio(n, e->o); /* 0: y = x, mask all true */
+    if (ratio < 0) return ck_emit_unsupported(e, n, "ratio and training_mode must be constants known at compile time");
+    if (has(n, 1, false) && n->in[1]->dtype != CK_F32 && n->in[1]->dtype != CK_F64)
+        return ck_emit_unsupported(e, n, "ratio '%s' has dtype %s; expected a float", n->in[1]->name, ck_dtype_name(n->in[1]->dtype));
+    if (!(ratio >= 0.0 && ratio < 1.0)) return ck_emit_unsupported(e, n, "ratio %g is not in [0, 1)", ratio);
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_dropout(c, ");
+    ck_emit_ptr(e, n->out[0], false);
+    ck_emit_printf(e, ", ");
+    ptr_or_null(e, has(n, 1, true) ? n->out[1] : NULL, false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    /* the RNG key: the node's id, or the forward's for a recompute clone (attribute "key") */
+    ck_emit_printf(e, ", %lld, %a, %lld));\n", (long long)ck_value_numel(x), (double)(float)ratio,
+                   (long long)ck_attr_int(n, "key", n->id));
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+ck_status ck_emit_reduce(ck_emit *e, const ck_node *n) {
+    static const ck_dtype sum_ok[] = {CK_F32, CK_I64, CK_I32, CK_UNDEF};
+    const ck_value *x = n->in[0];
+    bool mean = n->op == CK_OP_REDUCE_MEAN;
+    if (ck_emit_want_dtype(e, n, x, "input", mean ? f32_only : sum_ok)) return CK_ERR_UNSUPPORTED;
+    /* the reduced axes, as shape inference decided them */
+    int64_t axes[CK_MAX_RANK];
+    int na = -1;
+    if (has(n, 1, false)) {
+        const ck_value *a = n->in[1];
+        if (ck_value_numel(a) == 0) na = 0; /* an empty list is known from its shape alone */
+        else if (!a->data) return not_const(e, n, 1, "");
+        else if (ck_value_numel(a) > CK_MAX_RANK) return ck_emit_unsupported(e, n, "too many axes");
+        else na = (int)ck_value_numel(a);
+        for (int i = 0; i < na; i++) axes[i] = ck_value_get_i(a, i);
+    } else {
+        const ck_attr *at = ck_attr_find(n, "axes");
+        if (at && at->kind == CK_ATTR_INTS) {
+            if (at->n > CK_MAX_RANK) return ck_emit_unsupported(e, n, "too many axes");
+            na = at->n;
+            for (int i = 0; i < na; i++) axes[i] = at->ints[i];
+        }
+    }
+    bool red[CK_MAX_RANK] = {0};
+    if (na <= 0 && !ck_attr_int(n, "noop_with_empty_axes", 0))
+        for (int i = 0; i < x->rank; i++) red[i] = true;
+    for (int i = 0; i < na; i++) {
+        int64_t a = axes[i] < 0 ? axes[i] + x->rank : axes[i];
+        if (a < 0 || a >= x->rank) return ck_emit_unsupported(e, n, "axis %lld is out of range", (long long)axes[i]);
+        red[a] = true;
+    }
+    int64_t kd[CK_MAX_RANK], ks[CK_MAX_RANK], rd[CK_MAX_RANK], rs[CK_MAX_RANK];
+    int nk = 0, nr = 0;
+    for (int i = 0; i < x->rank; i++) {
+        int64_t stride = prod(x->dims, i + 1, x->rank);
+        if (red[i]) rd[nr] = x->dims[i], rs[nr++] = stride;
+        else kd[nk] = x->dims[i], ks[nk++] = stride;
+    }
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_reduce(c, %s, %s, ", mean ? "CKRT_REDUCE_MEAN" : "CKRT_REDUCE_SUM",
+                   ck_emit_dtype(x->dtype));
+    ck_emit_ptr(e, n->out[0], false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", %d, ", nk);
+    ck_emit_i64s(e, nk, kd);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, nk, ks);
+    ck_emit_printf(e, ", %d, ", nr);
+    ck_emit_i64s(e, nr, rd);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, nr, rs);
+    ck_emit_printf(e, "));\n");
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------- global pooling */
+
+ck_status ck_emit_global_pool(ck_emit *e, const ck_node *n) {
+    const ck_value *x = n->in[0];
+    if (ck_emit_want_dtype(e, n, x, "input", f32_only)) return CK_ERR_UNSUPPORTED;
+    if (x->rank < 3) return ck_emit_unsupported(e, n, "input '%s' must have rank >= 3 (N,C,spatial...)", x->name);
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_global_avg_pool(c, ");
+    ck_emit_ptr(e, n->out[0], false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", %lld, %lld));\n", (long long)(x->dims[0] * x->dims[1]), (long long)prod(x->dims, 2, x->rank));
+    return CK_OK;
+}
