@@ -33,12 +33,17 @@ typedef struct ck_options {
     int checkpoint_k;             /* every:K */
     const char *checkpoint_regex; /* nodes:REGEX */
     const char *block_regex;      /* --block-regex */
+    /* BatchNormalization's running variance: the ONNX spec updates it with the biased batch
+     * variance, PyTorch with the unbiased one, and PyTorch's exporter does not say which the model
+     * meant. -1 (default): unbiased when the model's producer is PyTorch, else biased; 0/1 force. */
+    int bn_unbiased_var;
 } ck_options;
 
 /* PyTorch's defaults (torch.optim.SGD / AdamW) */
 #define CK_OPTIONS_DEFAULT                                                                             \
     {.loss = CK_LOSS_CROSS_ENTROPY, .optimizer = CK_OPT_ADAMW, .lr = 1e-3, .momentum = 0.9,            \
-     .weight_decay = -1 /* per optimizer: 0 for SGD, 1e-2 for AdamW */, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8}
+     .weight_decay = -1 /* per optimizer: 0 for SGD, 1e-2 for AdamW */, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, \
+     .bn_unbiased_var = -1}
 
 /* Adds the loss: cross_entropy (an int64 labels input shaped like the logits minus the class
  * axis, mean over positions), mse (a float target input shaped like the output, mean), or output
