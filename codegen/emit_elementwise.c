@@ -1,4 +1,6 @@
-/* emit_elementwise.c — emitters for the elementwise families: binary (with broadcasting), unary.
+/* emit_elementwise.c — emitters for the elementwise families: binary (with broadcasting), unary,
+ * where (broadcasting over three inputs, any dtype), clip (bounds read from the arena at run time,
+ * so they may be computed) and cast.
  */
 #include "emit.h"
 
@@ -72,5 +74,82 @@ ck_status ck_emit_unary(ck_emit *e, const ck_node *n) {
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->in[0], true);
     ck_emit_printf(e, ", %lld, %a));\n", (long long)ck_value_numel(n->out[0]), (double)alpha);
+    return CK_OK;
+}
+
+ck_status ck_emit_where(ck_emit *e, const ck_node *n) {
+    static const ck_dtype cond_ok[] = {CK_BOOL, CK_UNDEF};
+    if (ck_emit_want_dtype(e, n, n->in[0], "condition", cond_ok)) return CK_ERR_UNSUPPORTED;
+    const ck_value *y = n->out[0];
+    size_t esz = ck_dtype_size(y->dtype);
+    if (esz != 1 && esz != 2 && esz != 4 && esz != 8)
+        return ck_emit_unsupported(e, n, "values of dtype %s are not supported", ck_dtype_name(y->dtype));
+    int64_t sc[CK_MAX_RANK], sa[CK_MAX_RANK], sb[CK_MAX_RANK];
+    ck_emit_bcast_strides(n->in[0], y->rank, y->dims, sc);
+    ck_emit_bcast_strides(n->in[1], y->rank, y->dims, sa);
+    ck_emit_bcast_strides(n->in[2], y->rank, y->dims, sb);
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_where(c, %zu, ", esz);
+    ck_emit_ptr(e, y, false);
+    for (int i = 0; i < 3; i++) {
+        ck_emit_printf(e, ", ");
+        ck_emit_ptr(e, n->in[i], true);
+    }
+    ck_emit_printf(e, ", %d, ", y->rank);
+    ck_emit_i64s(e, y->rank, y->dims);
+    const int64_t *st[3] = {sc, sa, sb};
+    for (int i = 0; i < 3; i++) {
+        ck_emit_printf(e, ", ");
+        ck_emit_i64s(e, y->rank, st[i]);
+    }
+    ck_emit_printf(e, "));\n");
+    return CK_OK;
+}
+
+ck_status ck_emit_clip(ck_emit *e, const ck_node *n) {
+    static const ck_dtype ok[] = {CK_F32, CK_F64, CK_I64, CK_I32, CK_I16, CK_I8, CK_U8, CK_UNDEF};
+    const ck_value *x = n->in[0];
+    if (ck_emit_want_dtype(e, n, x, "input", ok)) return CK_ERR_UNSUPPORTED;
+    static const char *what[] = {"", "min", "max"};
+    for (int i = 1; i < n->n_in && i < 3; i++) {
+        const ck_value *b = n->in[i];
+        if (!b) continue;
+        if (b->dtype != x->dtype)
+            return ck_emit_unsupported(e, n, "%s '%s' has dtype %s but the input is %s", what[i], b->name,
+                                       ck_dtype_name(b->dtype), ck_dtype_name(x->dtype));
+        if (ck_value_numel(b) != 1)
+            return ck_emit_unsupported(e, n, "%s '%s' must hold one element", what[i], b->name);
+    }
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_clip(c, %s, ", ck_emit_dtype(x->dtype));
+    ck_emit_ptr(e, n->out[0], false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", %lld", (long long)ck_value_numel(x));
+    for (int i = 1; i < 3; i++) {
+        ck_emit_printf(e, ", ");
+        if (i < n->n_in && n->in[i]) ck_emit_ptr(e, n->in[i], true);
+        else ck_emit_printf(e, "NULL");
+    }
+    ck_emit_printf(e, "));\n");
+    return CK_OK;
+}
+
+static bool castable(ck_dtype t) {
+    switch (t) {
+    case CK_F32: case CK_F64: case CK_I64: case CK_I32: case CK_I16: case CK_I8: case CK_U8: case CK_BOOL: return true;
+    default: return false;
+    }
+}
+
+ck_status ck_emit_cast(ck_emit *e, const ck_node *n) {
+    const ck_value *x = n->in[0], *y = n->out[0];
+    if (!castable(x->dtype) || !castable(y->dtype))
+        return ck_emit_unsupported(e, n, "cast from %s to %s is not supported (ckptc casts among float32, float64, "
+                                   "int64, int32, int16, int8, uint8 and bool)", ck_dtype_name(x->dtype),
+                                   ck_dtype_name(y->dtype));
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_cast(c, %s, %s, ", ck_emit_dtype(y->dtype), ck_emit_dtype(x->dtype));
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", %lld));\n", (long long)ck_value_numel(x));
     return CK_OK;
 }

@@ -1,8 +1,9 @@
 /* ckrt_kernels.h — kernel bodies written once, in C that compiles both as plain C (the CPU
  * backend loops over them) and as CUDA under NVRTC (thin __global__ wrappers map one thread to
- * one index). Each body computes ONE output element (or one row, for row-wise kernels) from its
- * index, reads only its arguments, and holds no state: the result cannot depend on how indices
- * are spread over threads, which is what makes every backend and thread count bit-identical.
+ * one index). Each body computes ONE output element (or one row for the row-wise kernels, one
+ * channel for batch-norm statistics, one block of 4 elements for dropout) from its index, reads
+ * only its arguments, and holds no state: the result cannot depend on how indices are spread
+ * over threads, which is what makes every backend and thread count bit-identical.
  *
  * Rules for code in this file: no libc calls other than the math functions both sides have
  * (expf, logf, sqrtf, tanhf, erff, powf, fabsf...), no static data, no allocation, int64_t
@@ -105,6 +106,274 @@ CK_DEV int64_t ck_k_unary_i64(int op, int64_t x) {
     case 8: return x > 0 ? x : 0;
     default: return 0;
     }
+}
+
+/* ---------------------------------------------------------------- dtype codes */
+
+/* The same numbering as ckrt_dtype (ckrt.h), spelled here so this file needs no other header
+ * under NVRTC; cpu_elementwise.c checks that the two agree. */
+#define CK_K_F32 1
+#define CK_K_U8 2
+#define CK_K_I8 3
+#define CK_K_I16 4
+#define CK_K_I32 5
+#define CK_K_I64 6
+#define CK_K_BOOL 7
+#define CK_K_F64 9
+
+/* ---------------------------------------------------------------- where, clip, cast */
+
+/* y[i] = cond ? a : b for element size esz (1, 2, 4 or 8 bytes); ca, ia, ib: the element offsets
+ * of output element i in cond, a, b (ck_k_offset). y, a, b: esz-byte elements. */
+CK_DEV void ck_k_where(int64_t i, int esz, void *y, const uint8_t *cond, const void *a, const void *b, int64_t ic,
+                       int64_t ia, int64_t ib) {
+    const void *src = cond[ic] ? a : b;
+    int64_t is = cond[ic] ? ia : ib;
+    switch (esz) {
+    case 1: ((uint8_t *)y)[i] = ((const uint8_t *)src)[is]; break;
+    case 2: ((uint16_t *)y)[i] = ((const uint16_t *)src)[is]; break;
+    case 4: ((uint32_t *)y)[i] = ((const uint32_t *)src)[is]; break;
+    default: ((uint64_t *)y)[i] = ((const uint64_t *)src)[is]; break;
+    }
+}
+
+/* min(max(x, lo), hi) as numpy.clip: NaN stays NaN, lo > hi gives hi; a missing bound (has_* 0)
+ * is no bound. */
+CK_DEV float ck_k_clip_f32(float x, int has_lo, float lo, int has_hi, float hi) {
+    if (has_lo && x < lo) x = lo;
+    if (has_hi && x > hi) x = hi;
+    return x;
+}
+CK_DEV double ck_k_clip_f64(double x, int has_lo, double lo, int has_hi, double hi) {
+    if (has_lo && x < lo) x = lo;
+    if (has_hi && x > hi) x = hi;
+    return x;
+}
+CK_DEV int64_t ck_k_clip_i64(int64_t x, int has_lo, int64_t lo, int has_hi, int64_t hi) {
+    if (has_lo && x < lo) x = lo;
+    if (has_hi && x > hi) x = hi;
+    return x;
+}
+
+/* y[i] = (to) x[i] for to/from in {F32, F64, I64, I32, I16, I8, U8, BOOL} (CK_K_* codes).
+ * Integers convert exactly to int64 then wrap to a narrower integer (two's complement, as numpy
+ * does on x86); floats truncate toward zero into int64, saturating at its range, NaN -> 0, then
+ * wrap; anything -> bool is x != 0; bool -> anything is 0 or 1; int64 -> float rounds once. */
+CK_DEV void ck_k_cast(int to, int from, void *y, const void *x, int64_t i) {
+    double f = 0.0;
+    int64_t v = 0;
+    int isf = 0;
+    switch (from) {
+    case CK_K_F32: f = ((const float *)x)[i], isf = 1; break;
+    case CK_K_F64: f = ((const double *)x)[i], isf = 1; break;
+    case CK_K_I64: v = ((const int64_t *)x)[i]; break;
+    case CK_K_I32: v = ((const int32_t *)x)[i]; break;
+    case CK_K_I16: v = ((const int16_t *)x)[i]; break;
+    case CK_K_I8: v = ((const int8_t *)x)[i]; break;
+    case CK_K_U8: v = ((const uint8_t *)x)[i]; break;
+    case CK_K_BOOL: v = ((const uint8_t *)x)[i] != 0; break;
+    default: break;
+    }
+    if (to == CK_K_F32) {
+        ((float *)y)[i] = isf ? (float)f : (float)v;
+        return;
+    }
+    if (to == CK_K_F64) {
+        ((double *)y)[i] = isf ? f : (double)v;
+        return;
+    }
+    if (to == CK_K_BOOL) {
+        ((uint8_t *)y)[i] = isf ? f != 0.0 : v != 0;
+        return;
+    }
+    if (isf) {
+        if (f != f) v = 0;
+        else if (f >= 9223372036854775808.0) v = INT64_MAX;
+        else if (f <= -9223372036854775808.0) v = INT64_MIN;
+        else v = (int64_t)f;
+    }
+    uint64_t u = (uint64_t)v;
+    switch (to) {
+    case CK_K_I64: ((int64_t *)y)[i] = v; break;
+    case CK_K_I32: ((int32_t *)y)[i] = (int32_t)(uint32_t)u; break;
+    case CK_K_I16: ((int16_t *)y)[i] = (int16_t)(uint16_t)u; break;
+    case CK_K_I8: ((int8_t *)y)[i] = (int8_t)(uint8_t)u; break;
+    case CK_K_U8: ((uint8_t *)y)[i] = (uint8_t)u; break;
+    default: break;
+    }
+}
+
+/* ---------------------------------------------------------------- softmax (one row per call) */
+
+/* Row r of x, y: (outer, len, inner), r in [0, outer * inner): the len elements at
+ * (r / inner) * len * inner + r % inner, stride inner. Max-subtracted; the sum of exponentials
+ * runs in float in index order. log: y = x - max - log(sum exp(x - max)). */
+CK_DEV void ck_k_softmax_row(int64_t r, int log_, float *y, const float *x, int64_t len, int64_t inner) {
+    int64_t base = (r / inner) * len * inner + r % inner;
+    if (len <= 0) return;
+    float m = x[base];
+    for (int64_t j = 1; j < len; j++) {
+        float v = x[base + j * inner];
+        if (v > m) m = v;
+    }
+    float s = 0.0f;
+    for (int64_t j = 0; j < len; j++) s += expf(x[base + j * inner] - m);
+    if (log_) {
+        float ls = logf(s);
+        for (int64_t j = 0; j < len; j++) y[base + j * inner] = (x[base + j * inner] - m) - ls;
+    } else {
+        float inv = 1.0f / s;
+        for (int64_t j = 0; j < len; j++) y[base + j * inner] = expf(x[base + j * inner] - m) * inv;
+    }
+}
+
+/* ---------------------------------------------------------------- layer norm (one row per call) */
+
+/* Row r of x, y: (rows, cols); scale, bias: (cols), bias may be NULL; mean, inv_std: (rows) or
+ * NULL. Two passes in double, in index order: mean, then the mean squared deviation (biased);
+ * inv_std = 1 / sqrt(var + eps); y = (x - mean) * inv_std * scale + bias. */
+CK_DEV void ck_k_layer_norm_row(int64_t r, float *y, float *mean, float *inv_std, const float *x, const float *scale,
+                                const float *bias, int64_t cols, float eps) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    double s = 0.0;
+    for (int64_t j = 0; j < cols; j++) s += xr[j];
+    double mu = cols > 0 ? s / (double)cols : 0.0;
+    double q = 0.0;
+    for (int64_t j = 0; j < cols; j++) {
+        double d = xr[j] - mu;
+        q += d * d;
+    }
+    double var = cols > 0 ? q / (double)cols : 0.0;
+    double is = 1.0 / sqrt(var + (double)eps);
+    for (int64_t j = 0; j < cols; j++) {
+        float nv = (float)((xr[j] - mu) * is);
+        yr[j] = bias ? nv * scale[j] + bias[j] : nv * scale[j];
+    }
+    if (mean) mean[r] = (float)mu;
+    if (inv_std) inv_std[r] = (float)is;
+}
+
+/* ---------------------------------------------------------------- batch norm */
+
+/* Inference, element i of x, y: (N, C, S): y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + bias[c]
+ * with c = (i / S) % C; scale, bias, mean, var: (C). */
+CK_DEV float ck_k_batch_norm_infer(int64_t i, const float *x, const float *scale, const float *bias, const float *mean,
+                                   const float *var, int64_t C, int64_t S, float eps) {
+    int64_t c = (i / S) % C;
+    float is = 1.0f / sqrtf(var[c] + eps);
+    return (x[i] - mean[c]) * is * scale[c] + bias[c];
+}
+
+/* Training, channel ch of x, y: (N, C, S): batch mean and biased variance over (N, S) in double
+ * (two passes, fixed order), y normalized with them; then, each when non-NULL (all (C)):
+ * run_mean = momentum * in_mean + (1 - momentum) * batch_mean, run_var likewise with the biased
+ * batch variance (as the ONNX spec and its node tests define it; PyTorch's running_var uses the
+ * unbiased variance instead), saved_mean = batch mean, saved_inv_std = 1 / sqrt(var + eps). */
+CK_DEV void ck_k_batch_norm_train_channel(int64_t ch, float *y, float *run_mean, float *run_var, float *saved_mean,
+                                          float *saved_inv_std, const float *x, const float *scale, const float *bias,
+                                          const float *in_mean, const float *in_var, int64_t N, int64_t C, int64_t S,
+                                          float eps, float momentum) {
+    int64_t cnt = N * S;
+    double s = 0.0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < S; k++) s += x[(n * C + ch) * S + k];
+    double mu = cnt > 0 ? s / (double)cnt : 0.0;
+    double q = 0.0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < S; k++) {
+            double d = x[(n * C + ch) * S + k] - mu;
+            q += d * d;
+        }
+    double var = cnt > 0 ? q / (double)cnt : 0.0;
+    double is = 1.0 / sqrt(var + (double)eps);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < S; k++) {
+            int64_t i = (n * C + ch) * S + k;
+            y[i] = (float)((x[i] - mu) * is) * scale[ch] + bias[ch];
+        }
+    if (run_mean) run_mean[ch] = (float)((double)momentum * in_mean[ch] + (1.0 - (double)momentum) * mu);
+    if (run_var) run_var[ch] = (float)((double)momentum * in_var[ch] + (1.0 - (double)momentum) * var);
+    if (saved_mean) saved_mean[ch] = (float)mu;
+    if (saved_inv_std) saved_inv_std[ch] = (float)is;
+}
+
+/* ---------------------------------------------------------------- counter-based RNG, dropout */
+
+/* Philox4x32-10 (Salmon et al., SC'11): x (4) is the counter on entry and the 4 random words on
+ * exit; (k0, k1) the key. 10 rounds, the key bumped by the Weyl constants between rounds. */
+CK_DEV void ck_k_philox4x32_10(uint32_t *x, uint32_t k0, uint32_t k1) {
+    for (int r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * x[0], p1 = (uint64_t)0xCD9E8D57u * x[2];
+        uint32_t y0 = (uint32_t)(p1 >> 32) ^ x[1] ^ k0, y1 = (uint32_t)p1;
+        uint32_t y2 = (uint32_t)(p0 >> 32) ^ x[3] ^ k1, y3 = (uint32_t)p0;
+        x[0] = y0, x[1] = y1, x[2] = y2, x[3] = y3;
+        k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+    }
+}
+
+/* The 4 random words of block b for (seed, step, key): Philox4x32-10 with
+ *   key     = (seed & 0xffffffff, seed >> 32)
+ *   counter = (b & 0xffffffff, b >> 32, step & 0xffffffff, key & 0xffffffff)
+ * Element i of a tensor uses word i % 4 of block i / 4. */
+CK_DEV void ck_k_rng_block(uint32_t *w, uint64_t seed, uint64_t step, uint64_t key, uint64_t b) {
+    w[0] = (uint32_t)b, w[1] = (uint32_t)(b >> 32), w[2] = (uint32_t)step, w[3] = (uint32_t)key;
+    ck_k_philox4x32_10(w, (uint32_t)seed, (uint32_t)(seed >> 32));
+}
+
+/* A random word as a float uniform in [0, 1): its top 24 bits times 2^-24 (exact). */
+CK_DEV float ck_k_uniform(uint32_t w) { return (float)(w >> 8) * (1.0f / 16777216.0f); }
+
+/* Dropout on block b (elements 4b .. 4b+3, those < n) of x, y, mask: (n); mask may be NULL.
+ * Element i is kept iff ck_k_uniform(word) >= ratio; kept: y = x * scale (scale = 1 / (1 - ratio)),
+ * else 0. ratio 0 keeps everything without drawing: y = x, mask all true. */
+CK_DEV void ck_k_dropout_block(int64_t b, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, float scale,
+                               uint64_t seed, uint64_t step, uint64_t key) {
+    uint32_t w[4] = {0, 0, 0, 0};
+    if (ratio > 0.0f) ck_k_rng_block(w, seed, step, key, (uint64_t)b);
+    for (int k = 0; k < 4; k++) {
+        int64_t i = b * 4 + k;
+        if (i >= n) break;
+        int keep = ratio > 0.0f ? ck_k_uniform(w[k]) >= ratio : 1;
+        y[i] = keep ? (ratio > 0.0f ? x[i] * scale : x[i]) : 0.0f;
+        if (mask) mask[i] = (uint8_t)keep;
+    }
+}
+
+/* ---------------------------------------------------------------- reductions (one output per call) */
+
+/* Output element o of a reduction of x viewed as kept axes (nk: kdims, kstrides) and reduced axes
+ * (nr: rdims, rstrides), strides in elements of x. The reduced elements are visited in row-major
+ * order of rdims. f32 sums in double; mean divides by the count (prod rdims). */
+CK_DEV int64_t ck_k_reduce_base(int64_t o, int nk, const int64_t *kdims, const int64_t *kstrides) {
+    return ck_k_offset(o, nk, kdims, kstrides);
+}
+CK_DEV float ck_k_reduce_f32(int64_t o, int mean, const float *x, int nk, const int64_t *kdims, const int64_t *kstrides,
+                             int nr, const int64_t *rdims, const int64_t *rstrides) {
+    int64_t base = ck_k_reduce_base(o, nk, kdims, kstrides), cnt = 1;
+    for (int k = 0; k < nr; k++) cnt *= rdims[k];
+    double s = 0.0;
+    for (int64_t j = 0; j < cnt; j++) s += x[base + ck_k_offset(j, nr, rdims, rstrides)];
+    return (float)(mean ? s / (double)cnt : s);
+}
+/* int64/int32 sums: int64 accumulator, wrapping (two's complement). is64: x is int64, else int32. */
+CK_DEV int64_t ck_k_reduce_sum_int(int64_t o, int is64, const void *x, int nk, const int64_t *kdims,
+                                   const int64_t *kstrides, int nr, const int64_t *rdims, const int64_t *rstrides) {
+    int64_t base = ck_k_reduce_base(o, nk, kdims, kstrides), cnt = 1;
+    for (int k = 0; k < nr; k++) cnt *= rdims[k];
+    uint64_t s = 0;
+    for (int64_t j = 0; j < cnt; j++) {
+        int64_t at = base + ck_k_offset(j, nr, rdims, rstrides);
+        s += is64 ? (uint64_t)((const int64_t *)x)[at] : (uint64_t)(int64_t)((const int32_t *)x)[at];
+    }
+    return (int64_t)s;
+}
+
+/* GlobalAveragePool, output r of x: (NC, S): the mean of row r, summed in double in order. */
+CK_DEV float ck_k_global_avg_pool(int64_t r, const float *x, int64_t s) {
+    double acc = 0.0;
+    for (int64_t k = 0; k < s; k++) acc += x[r * s + k];
+    return (float)(acc / (double)s);
 }
 
 #endif

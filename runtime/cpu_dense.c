@@ -1,9 +1,13 @@
-/* cpu_dense.c — GEMM-backed kernels on the CPU: Gemm through OpenBLAS's cblas_sgemm.
+/* cpu_dense.c — GEMM-backed and windowed kernels on the CPU: Gemm, MatMul (one cblas_sgemm per
+ * batch entry, or one for the whole batch when the right operand is shared), Conv (im2col into
+ * the planned workspace, then one GEMM per image and group) and the pools (the bodies of
+ * ckrt_kernels_move.h, one output element per iteration).
  *
  * Determinism: OpenBLAS's level-3 threading splits the output over M and N, never over K, so
  * each output element is summed in the same order whatever the thread count.
  */
 #include "ckrt.h"
+#include "ckrt_kernels_move.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -25,5 +29,129 @@ int ckrt_gemm(ckrt_ctx *c, float *y, const float *a, const float *b, const float
     }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N,
                 (int)K, alpha, a, trans_a ? (int)M : (int)K, b, trans_b ? (int)K : (int)N, bt, y, (int)N);
+    return CKRT_OK;
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+int ckrt_matmul(ckrt_ctx *c, float *y, const float *a, const float *b, int64_t M, int64_t N, int64_t K, int brank,
+                const int64_t *bdims, const int64_t *a_bstrides, const int64_t *b_bstrides) {
+    int64_t batch = 1;
+    for (int k = 0; k < brank; k++) batch *= bdims[k];
+    if (batch == 0 || M == 0 || N == 0) return CKRT_OK;
+    /* b shared by the whole batch and a contiguous over it (x @ W): one GEMM of batch*M rows */
+    bool b_shared = true, a_packed = true;
+    int64_t s = M * K;
+    for (int k = brank - 1; k >= 0; k--) {
+        b_shared = b_shared && (b_bstrides[k] == 0 || bdims[k] == 1);
+        a_packed = a_packed && (a_bstrides[k] == s || bdims[k] == 1);
+        s *= bdims[k];
+    }
+    if (b_shared && a_packed && batch > 1) {
+        M *= batch;
+        batch = 1;
+    }
+    for (int64_t bi = 0; bi < batch; bi++) {
+        const float *ab = a + ck_k_offset(bi, brank, bdims, a_bstrides);
+        const float *bb = b + ck_k_offset(bi, brank, bdims, b_bstrides);
+        CKRT_TRY(ckrt_gemm(c, y + bi * M * N, ab, bb, NULL, M, N, K, 0, 0, 1.0f, 0.0f, 0, 0));
+    }
+    return CKRT_OK;
+}
+
+/* ---------------------------------------------------------------- conv */
+
+/* The CPU's im2col: the column matrix (Cg * prod(k), prod(out_sp)) of one image group, row by
+ * row, walking the last spatial axis linearly. Element for element what ck_k_im2col computes
+ * (a copy: no rounding), without its per-element divisions. */
+static void im2col(float *col, const float *img, int64_t Cg, int nsp, const int64_t *in_sp, const int64_t *out_sp,
+                   const int64_t *k, const int64_t *st, const int64_t *pb, const int64_t *dl) {
+    int64_t out_n = 1, taps = 1, in_n = 1, instr[CKRT_MAX_RANK];
+    for (int d = nsp - 1; d >= 0; d--) {
+        instr[d] = in_n;
+        in_n *= in_sp[d];
+        out_n *= out_sp[d];
+        taps *= k[d];
+    }
+    int last = nsp - 1;
+    int64_t row_len = out_sp[last], n_rows = out_n / row_len;
+    for (int64_t r = 0; r < Cg * taps; r++) {
+        int64_t kk[CKRT_MAX_RANK], t = r % taps, o[CKRT_MAX_RANK] = {0};
+        for (int d = last; d >= 0; d--) kk[d] = t % k[d], t /= k[d];
+        const float *src = img + (r / taps) * in_n;
+        float *dst = col + r * out_n;
+        int64_t p0 = -pb[last] + kk[last] * dl[last];
+        for (int64_t q = 0; q < n_rows; q++, dst += row_len) {
+            bool valid = true;
+            int64_t off = 0;
+            for (int d = 0; d < last; d++) {
+                int64_t p = ck_k_tap(o[d], kk[d], st[d], pb[d], dl[d]);
+                valid = valid && p >= 0 && p < in_sp[d];
+                off += p * instr[d];
+            }
+            if (!valid) {
+                memset(dst, 0, sizeof(float) * (size_t)row_len);
+            } else {
+                for (int64_t ol = 0; ol < row_len; ol++) {
+                    int64_t p = ol * st[last] + p0;
+                    dst[ol] = p >= 0 && p < in_sp[last] ? src[off + p] : 0.0f;
+                }
+            }
+            for (int d = last - 1; d >= 0; d--) {
+                if (++o[d] < out_sp[d]) break;
+                o[d] = 0;
+            }
+        }
+    }
+}
+
+int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float *b, float *ws, int nsp, int64_t N,
+              int64_t C, int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
+              const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
+    int64_t in_n = 1, out_n = 1, taps = 1;
+    bool direct = true; /* 1x1, unit stride, no padding: x is already the column matrix */
+    for (int d = 0; d < nsp; d++) {
+        in_n *= in_sp[d];
+        out_n *= out_sp[d];
+        taps *= k[d];
+        direct = direct && k[d] == 1 && pads_begin[d] == 0 && in_sp[d] == out_sp[d];
+    }
+    if (!direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv needs a workspace but none was planned");
+    int64_t Cg = C / group, Mg = M / group, R = Cg * taps;
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t g = 0; g < group; g++) {
+            const float *img = x + (n * C + g * Cg) * in_n;
+            float *yg = y + (n * M + g * Mg) * out_n;
+            const float *col = img;
+            if (!direct) {
+                im2col(ws, img, Cg, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
+                col = ws;
+            }
+            /* yg (Mg, out_n) = w_g (Mg, R) @ col (R, out_n) */
+            CKRT_TRY(ckrt_gemm(c, yg, w + g * Mg * R, col, NULL, Mg, out_n, R, 0, 0, 1.0f, 0.0f, 0, 0));
+            if (b)
+                for (int64_t m = 0; m < Mg; m++) {
+                    float bm = b[g * Mg + m];
+                    for (int64_t s = 0; s < out_n; s++) yg[m * out_n + s] += bm;
+                }
+        }
+    }
+    return CKRT_OK;
+}
+
+/* ---------------------------------------------------------------- pooling */
+
+int ckrt_pool(ckrt_ctx *c, int kind, float *y, int64_t *indices, const float *x, int nsp, int64_t N, int64_t C,
+              const int64_t *in_sp, const int64_t *out_sp, const int64_t *k, const int64_t *strides,
+              const int64_t *pads_begin, const int64_t *pads_end, const int64_t *dilations, int count_include_pad) {
+    if (kind != CKRT_POOL_MAX && kind != CKRT_POOL_AVG) return ckrt_fail(c, CKRT_ERR_INTERNAL, "pool kind %d", kind);
+    int64_t n = N * C;
+    for (int d = 0; d < nsp; d++) n *= out_sp[d];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t at = -1;
+        y[i] = ck_k_pool(i, kind, x, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end, dilations, count_include_pad,
+                         &at);
+        if (indices) indices[i] = at;
+    }
     return CKRT_OK;
 }

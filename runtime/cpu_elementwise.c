@@ -62,3 +62,74 @@ int ckrt_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int64
     }
     return ckrt_fail(c, CKRT_ERR_INTERNAL, "unary op %d on %s", op, ckrt_dtype_name(dt));
 }
+
+/* ckrt_kernels.h spells the dtype codes itself (it must compile alone under NVRTC). */
+_Static_assert(CK_K_F32 == CKRT_F32 && CK_K_U8 == CKRT_U8 && CK_K_I8 == CKRT_I8 && CK_K_I16 == CKRT_I16 &&
+                   CK_K_I32 == CKRT_I32 && CK_K_I64 == CKRT_I64 && CK_K_BOOL == CKRT_BOOL && CK_K_F64 == CKRT_F64,
+               "ckrt_kernels.h dtype codes out of sync with ckrt_dtype");
+
+int ckrt_where(ckrt_ctx *c, size_t esz, void *y, const uint8_t *cond, const void *a, const void *b, int rank,
+               const int64_t *dims, const int64_t *cond_strides, const int64_t *a_strides, const int64_t *b_strides) {
+    if (esz != 1 && esz != 2 && esz != 4 && esz != 8)
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "where on %zu-byte elements", esz);
+    int64_t n = 1;
+    for (int k = 0; k < rank; k++) n *= dims[k];
+    for (int64_t i = 0; i < n; i++)
+        ck_k_where(i, (int)esz, y, cond, a, b, ck_k_offset(i, rank, dims, cond_strides), ck_k_offset(i, rank, dims, a_strides),
+                   ck_k_offset(i, rank, dims, b_strides));
+    return CKRT_OK;
+}
+
+/* Loads element 0 of an integer dtype as int64. */
+static int64_t load_int(ckrt_dtype dt, const void *p) {
+    switch (dt) {
+    case CKRT_I64: return *(const int64_t *)p;
+    case CKRT_I32: return *(const int32_t *)p;
+    case CKRT_I16: return *(const int16_t *)p;
+    case CKRT_I8: return *(const int8_t *)p;
+    default: return *(const uint8_t *)p;
+    }
+}
+
+int ckrt_clip(ckrt_ctx *c, ckrt_dtype dt, void *y, const void *x, int64_t n, const void *lo, const void *hi) {
+    int hl = lo != NULL, hh = hi != NULL;
+    switch (dt) {
+    case CKRT_F32: {
+        float l = hl ? *(const float *)lo : 0.0f, h = hh ? *(const float *)hi : 0.0f;
+        for (int64_t i = 0; i < n; i++) ((float *)y)[i] = ck_k_clip_f32(((const float *)x)[i], hl, l, hh, h);
+        return CKRT_OK;
+    }
+    case CKRT_F64: {
+        double l = hl ? *(const double *)lo : 0.0, h = hh ? *(const double *)hi : 0.0;
+        for (int64_t i = 0; i < n; i++) ((double *)y)[i] = ck_k_clip_f64(((const double *)x)[i], hl, l, hh, h);
+        return CKRT_OK;
+    }
+    case CKRT_I64: case CKRT_I32: case CKRT_I16: case CKRT_I8: case CKRT_U8: {
+        int64_t l = hl ? load_int(dt, lo) : 0, h = hh ? load_int(dt, hi) : 0;
+        size_t esz = ckrt_dtype_size(dt);
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = ck_k_clip_i64(load_int(dt, (const unsigned char *)x + (size_t)i * esz), hl, l, hh, h);
+            switch (dt) { /* v is x or a bound: representable in dt */
+            case CKRT_I64: ((int64_t *)y)[i] = v; break;
+            case CKRT_I32: ((int32_t *)y)[i] = (int32_t)v; break;
+            case CKRT_I16: ((int16_t *)y)[i] = (int16_t)v; break;
+            case CKRT_I8: ((int8_t *)y)[i] = (int8_t)v; break;
+            default: ((uint8_t *)y)[i] = (uint8_t)v; break;
+            }
+        }
+        return CKRT_OK;
+    }
+    default: return ckrt_fail(c, CKRT_ERR_INTERNAL, "clip on %s", ckrt_dtype_name(dt));
+    }
+}
+
+int ckrt_cast(ckrt_ctx *c, ckrt_dtype to, ckrt_dtype from, void *y, const void *x, int64_t n) {
+    for (int k = 0; k < 2; k++) {
+        ckrt_dtype t = k ? from : to;
+        if (t != CKRT_F32 && t != CKRT_F64 && t != CKRT_I64 && t != CKRT_I32 && t != CKRT_I16 && t != CKRT_I8 &&
+            t != CKRT_U8 && t != CKRT_BOOL)
+            return ckrt_fail(c, CKRT_ERR_INTERNAL, "cast from %s to %s", ckrt_dtype_name(from), ckrt_dtype_name(to));
+    }
+    for (int64_t i = 0; i < n; i++) ck_k_cast((int)to, (int)from, y, x, i);
+    return CKRT_OK;
+}

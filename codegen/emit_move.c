@@ -1,0 +1,249 @@
+/* emit_move.c — emitters for pooling and the data-movement families: pool, transpose, concat,
+ * split, slice, gather, expand, trilu, constant_of_shape, range.
+ *
+ * Data movement is dtype-agnostic in the runtime (elements are esz opaque bytes), so these
+ * emitters accept every dtype ckptc loads. Transpose, Slice and Expand all become one
+ * ckrt_strided_copy: the emitter turns the op into the input element strides seen from each
+ * output axis (permuted, multiplied by the step, or 0) plus a start offset.
+ */
+#include "emit.h"
+
+#include <string.h>
+
+/* in emit_dense.c: strides, dilations and resolved pads of a Conv/pool node */
+void ck_emit_window(const ck_node *n, int ns, const int64_t *k, int64_t *strides, int64_t *dilations,
+                    int64_t *pads_begin, int64_t *pads_end);
+/* in ir/infer.c: Slice's clamped per-axis start, step and count */
+
+static const ck_dtype any_dtype[] = {CK_F32, CK_F64, CK_F16, CK_I64, CK_I32, CK_I16, CK_I8, CK_U8, CK_BOOL, CK_UNDEF};
+static const ck_dtype f32_only[] = {CK_F32, CK_UNDEF};
+
+static int64_t prod(const int64_t *d, int lo, int hi) {
+    int64_t p = 1;
+    for (int i = lo; i < hi; i++) p *= d[i];
+    return p;
+}
+
+/* row-major element strides of v */
+static void contiguous_strides(const ck_value *v, int64_t *s) {
+    int64_t acc = 1;
+    for (int k = v->rank - 1; k >= 0; k--) {
+        s[k] = acc;
+        acc *= v->dims[k];
+    }
+}
+
+static void emit_strided_copy(ck_emit *e, const ck_value *y, const ck_value *x, const int64_t *in_strides, int64_t base) {
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_strided_copy(c, %zu, ", ck_dtype_size(x->dtype));
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", %d, ", y->rank);
+    ck_emit_i64s(e, y->rank, y->dims);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, y->rank, in_strides);
+    ck_emit_printf(e, ", %lld));\n", (long long)base);
+}
+
+/* ---------------------------------------------------------------- pooling */
+
+ck_status ck_emit_pool(ck_emit *e, const ck_node *n) {
+    const ck_value *x = n->in[0], *y = n->out[0];
+    if (ck_emit_want_dtype(e, n, x, "input", f32_only)) return CK_ERR_UNSUPPORTED;
+    if (ck_attr_int(n, "storage_order", 0) != 0)
+        return ck_emit_unsupported(e, n, "storage_order=1 (column-major indices) is not supported");
+    bool is_max = n->op == CK_OP_MAX_POOL;
+    const ck_value *idx = is_max && n->n_out > 1 ? n->out[1] : NULL;
+    int ns = x->rank - 2;
+    const ck_attr *ka = ck_attr_find(n, "kernel_shape");
+    if (!ka || ka->n != ns) return ck_emit_unsupported(e, n, "kernel_shape must have %d values", ns);
+    int64_t st[CK_MAX_RANK], dl[CK_MAX_RANK], pb[CK_MAX_RANK], pe[CK_MAX_RANK];
+    ck_emit_window(n, ns, ka->ints, st, dl, pb, pe);
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_pool(c, %s, ", is_max ? "CKRT_POOL_MAX" : "CKRT_POOL_AVG");
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", ");
+    if (idx) ck_emit_ptr(e, idx, false);
+    else ck_emit_printf(e, "NULL");
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", %d, %lld, %lld, ", ns, (long long)x->dims[0], (long long)x->dims[1]);
+    ck_emit_i64s(e, ns, x->dims + 2);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, ns, y->dims + 2);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, ns, ka->ints);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, ns, st);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, ns, pb);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, ns, pe);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, ns, dl);
+    ck_emit_printf(e, ", %d));\n", is_max ? 0 : ck_attr_int(n, "count_include_pad", 0) != 0);
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------- strided copies */
+
+ck_status ck_emit_transpose(ck_emit *e, const ck_node *n) {
+    const ck_value *x = n->in[0], *y = n->out[0];
+    if (ck_emit_want_dtype(e, n, x, "input", any_dtype)) return CK_ERR_UNSUPPORTED;
+    int64_t xs[CK_MAX_RANK], s[CK_MAX_RANK], perm[CK_MAX_RANK];
+    const ck_attr *pa = ck_attr_find(n, "perm");
+    for (int i = 0; i < x->rank; i++) perm[i] = pa && pa->n == x->rank ? pa->ints[i] : x->rank - 1 - i;
+    contiguous_strides(x, xs);
+    for (int i = 0; i < y->rank; i++) s[i] = xs[perm[i]];
+    emit_strided_copy(e, y, x, s, 0);
+    return CK_OK;
+}
+
+ck_status ck_emit_slice(ck_emit *e, const ck_node *n) {
+    const ck_value *x = n->in[0], *y = n->out[0];
+    if (ck_emit_want_dtype(e, n, x, "input", any_dtype)) return CK_ERR_UNSUPPORTED;
+    int64_t start[CK_MAX_RANK], step[CK_MAX_RANK], count[CK_MAX_RANK], xs[CK_MAX_RANK], s[CK_MAX_RANK];
+    if (ck_slice_params(n, start, step, count, e->d)) return CK_ERR_UNSUPPORTED;
+    contiguous_strides(x, xs);
+    int64_t base = 0;
+    bool empty = false;
+    for (int i = 0; i < x->rank; i++) {
+        empty = empty || count[i] == 0;
+        s[i] = xs[i] * step[i];
+        base += start[i] * xs[i];
+    }
+    emit_strided_copy(e, y, x, s, empty ? 0 : base);
+    return CK_OK;
+}
+
+ck_status ck_emit_expand(ck_emit *e, const ck_node *n) {
+    const ck_value *x = n->in[0], *y = n->out[0];
+    if (ck_emit_want_dtype(e, n, x, "input", any_dtype)) return CK_ERR_UNSUPPORTED;
+    int64_t s[CK_MAX_RANK];
+    ck_emit_bcast_strides(x, y->rank, y->dims, s);
+    emit_strided_copy(e, y, x, s, 0);
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------- concat, split, gather */
+
+static int64_t norm_axis(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+ck_status ck_emit_concat(ck_emit *e, const ck_node *n) {
+    const ck_value *y = n->out[0];
+    for (int i = 0; i < n->n_in; i++)
+        if (ck_emit_want_dtype(e, n, n->in[i], "input", any_dtype)) return CK_ERR_UNSUPPORTED;
+    int axis = (int)norm_axis(ck_attr_int(n, "axis", 0), y->rank);
+    int64_t lens[64];
+    for (int i = 0; i < n->n_in; i++) lens[i] = n->in[i]->dims[axis];
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_concat(c, %zu, ", ck_dtype_size(y->dtype));
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", %d, (const void *const[]){", n->n_in);
+    for (int i = 0; i < n->n_in; i++) {
+        if (i) ck_emit_printf(e, ", ");
+        ck_emit_ptr(e, n->in[i], true);
+    }
+    ck_emit_printf(e, "}, ");
+    ck_emit_i64s(e, n->n_in, lens);
+    ck_emit_printf(e, ", %lld, %lld));\n", (long long)prod(y->dims, 0, axis), (long long)prod(y->dims, axis + 1, y->rank));
+    return CK_OK;
+}
+
+ck_status ck_emit_split(ck_emit *e, const ck_node *n) {
+    const ck_value *x = n->in[0];
+    if (ck_emit_want_dtype(e, n, x, "input", any_dtype)) return CK_ERR_UNSUPPORTED;
+    int axis = (int)norm_axis(ck_attr_int(n, "axis", 0), x->rank);
+    int64_t lens[64];
+    for (int i = 0; i < n->n_out; i++) {
+        if (!n->out[i]) return ck_emit_unsupported(e, n, "output %d is absent; Split needs every output", i);
+        lens[i] = n->out[i]->dims[axis];
+    }
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_split(c, %zu, %d, (void *const[]){", ck_dtype_size(x->dtype), n->n_out);
+    for (int i = 0; i < n->n_out; i++) {
+        if (i) ck_emit_printf(e, ", ");
+        ck_emit_ptr(e, n->out[i], false);
+    }
+    ck_emit_printf(e, "}, ");
+    ck_emit_i64s(e, n->n_out, lens);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", %lld, %lld));\n", (long long)prod(x->dims, 0, axis), (long long)prod(x->dims, axis + 1, x->rank));
+    return CK_OK;
+}
+
+ck_status ck_emit_gather(ck_emit *e, const ck_node *n) {
+    static const ck_dtype idx_ok[] = {CK_I64, CK_I32, CK_UNDEF};
+    const ck_value *x = n->in[0], *idx = n->in[1], *y = n->out[0];
+    if (ck_emit_want_dtype(e, n, x, "input", any_dtype) || ck_emit_want_dtype(e, n, idx, "indices", idx_ok))
+        return CK_ERR_UNSUPPORTED;
+    int axis = (int)norm_axis(ck_attr_int(n, "axis", 0), x->rank);
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_gather(c, %zu, ", ck_dtype_size(x->dtype));
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, idx, true);
+    ck_emit_printf(e, ", %s, %lld, %lld, %lld, %lld));\n", ck_emit_dtype(idx->dtype), (long long)prod(x->dims, 0, axis),
+                   (long long)x->dims[axis], (long long)prod(x->dims, axis + 1, x->rank), (long long)ck_value_numel(idx));
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------- trilu, fill, range */
+
+ck_status ck_emit_trilu(ck_emit *e, const ck_node *n) {
+    const ck_value *x = n->in[0], *y = n->out[0];
+    if (ck_emit_want_dtype(e, n, x, "input", any_dtype)) return CK_ERR_UNSUPPORTED;
+    const ck_value *kv = n->n_in > 1 ? n->in[1] : NULL;
+    if (kv && !kv->data) return ck_emit_unsupported(e, n, "k must be a constant known at compile time");
+    int64_t k = kv ? ck_value_get_i(kv, 0) : 0, rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_trilu(c, %zu, ", ck_dtype_size(x->dtype));
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", %lld, %lld, %lld, %lld, %d));\n", (long long)prod(x->dims, 0, x->rank - 2), (long long)rows,
+                   (long long)cols, (long long)k, ck_attr_int(n, "upper", 1) != 0);
+    return CK_OK;
+}
+
+/* ConstantOfShape's value (default float 0) as a one-element compound literal of its C type. */
+ck_status ck_emit_constant_of_shape(ck_emit *e, const ck_node *n) {
+    const ck_value *y = n->out[0];
+    if (ck_emit_want_dtype(e, n, y, "output", any_dtype)) return CK_ERR_UNSUPPORTED;
+    const ck_attr *a = ck_attr_find(n, "value");
+    const ck_value *v = a && a->kind == CK_ATTR_TENSOR ? a->t : NULL;
+    if (v && (!v->data || v->dtype != y->dtype)) return ck_emit_unsupported(e, n, "attribute 'value' has no data");
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_fill(c, %zu, ", ck_dtype_size(y->dtype));
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", (const %s[]){", ck_emit_ctype(y->dtype));
+    if (!v) {
+        ck_emit_printf(e, "0");
+    } else {
+        switch (y->dtype) {
+        case CK_F32: ck_emit_printf(e, "%a", (double)*(const float *)v->data); break;
+        case CK_F64: ck_emit_printf(e, "%a", *(const double *)v->data); break;
+        case CK_F16: ck_emit_printf(e, "0x%04x", (unsigned)*(const uint16_t *)v->data); break;
+        case CK_I64: {
+            int64_t x = *(const int64_t *)v->data;
+            if (x == INT64_MIN) ck_emit_printf(e, "INT64_MIN");
+            else ck_emit_printf(e, "%lldLL", (long long)x);
+            break;
+        }
+        default: ck_emit_printf(e, "%lld", (long long)ck_value_get_i(v, 0)); break;
+        }
+    }
+    ck_emit_printf(e, "}, %lld));\n", (long long)ck_value_numel(y));
+    return CK_OK;
+}
+
+ck_status ck_emit_range(ck_emit *e, const ck_node *n) {
+    static const ck_dtype ok[] = {CK_F32, CK_F64, CK_I64, CK_I32, CK_UNDEF};
+    const ck_value *y = n->out[0];
+    if (ck_emit_want_dtype(e, n, y, "output", ok)) return CK_ERR_UNSUPPORTED;
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_range(c, %s, ", ck_emit_dtype(y->dtype));
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, n->in[0], true);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, n->in[2], true);
+    ck_emit_printf(e, ", %lld));\n", (long long)ck_value_numel(y));
+    return CK_OK;
+}

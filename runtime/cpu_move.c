@@ -1,0 +1,153 @@
+/* cpu_move.c — the CPU backend's data-movement kernels: strided copy (Transpose, Slice, Expand),
+ * Concat, Split, Gather, Trilu, fill (ConstantOfShape) and Range.
+ *
+ * Every kernel is dtype-agnostic: elements are esz opaque bytes (float16 included). The index
+ * arithmetic comes from the bodies in ckrt_kernels_move.h; here it is evaluated once per output
+ * row and the row is walked (or memcpy'd when contiguous), which copies the same bytes as one
+ * body call per element would.
+ */
+#include "ckrt.h"
+#include "ckrt_kernels_move.h"
+
+#include <string.h>
+
+/* one element of esz bytes; constant sizes let the compiler turn memcpy into a move */
+static inline void copy_elem(unsigned char *y, const unsigned char *x, size_t esz) {
+    switch (esz) {
+    case 1: *y = *x; break;
+    case 2: memcpy(y, x, 2); break;
+    case 4: memcpy(y, x, 4); break;
+    case 8: memcpy(y, x, 8); break;
+    default: memcpy(y, x, esz); break;
+    }
+}
+
+int ckrt_strided_copy(ckrt_ctx *c, size_t esz, void *y, const void *x, int rank, const int64_t *out_dims,
+                      const int64_t *in_strides, int64_t base) {
+    (void)c;
+    unsigned char *yb = y;
+    const unsigned char *xb = x;
+    if (rank == 0) {
+        copy_elem(yb, xb + base * (int64_t)esz, esz);
+        return CKRT_OK;
+    }
+    int64_t n = 1;
+    for (int k = 0; k < rank; k++) n *= out_dims[k];
+    if (n == 0) return CKRT_OK;
+    int64_t row = out_dims[rank - 1], st = in_strides[rank - 1];
+    for (int64_t i = 0; i < n; i += row) {
+        int64_t src = ck_k_strided_src(i, rank, out_dims, in_strides, base);
+        unsigned char *dst = yb + i * (int64_t)esz;
+        if (st == 1) {
+            memcpy(dst, xb + src * (int64_t)esz, (size_t)row * esz);
+        } else {
+            for (int64_t j = 0; j < row; j++) copy_elem(dst + j * (int64_t)esz, xb + (src + j * st) * (int64_t)esz, esz);
+        }
+    }
+    return CKRT_OK;
+}
+
+int ckrt_concat(ckrt_ctx *c, size_t esz, void *y, int n, const void *const *xs, const int64_t *lens, int64_t outer,
+                int64_t inner) {
+    (void)c;
+    int64_t total = 0;
+    for (int k = 0; k < n; k++) total += lens[k];
+    /* output rows of (lens[k] * inner) elements, in output order */
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t at = 0; /* offset along the axis */
+        for (int k = 0; k < n; at += lens[k], k++) {
+            size_t bytes = (size_t)(lens[k] * inner) * esz;
+            if (!bytes) continue;
+            int64_t i = (o * total + at) * inner;
+            int which;
+            int64_t src = ck_k_concat_src(i, n, lens, total, inner, &which);
+            memcpy((unsigned char *)y + i * (int64_t)esz, (const unsigned char *)xs[which] + src * (int64_t)esz, bytes);
+        }
+    }
+    return CKRT_OK;
+}
+
+int ckrt_split(ckrt_ctx *c, size_t esz, int n, void *const *ys, const int64_t *lens, const void *x, int64_t outer,
+               int64_t inner) {
+    (void)c;
+    int64_t total = 0;
+    for (int k = 0; k < n; k++) total += lens[k];
+    int64_t start = 0;
+    for (int k = 0; k < n; start += lens[k], k++) {
+        if (!ys[k]) continue;
+        size_t bytes = (size_t)(lens[k] * inner) * esz;
+        if (!bytes) continue;
+        for (int64_t o = 0; o < outer; o++) {
+            int64_t i = o * lens[k] * inner;
+            int64_t src = ck_k_split_src(i, lens[k], start, total, inner);
+            memcpy((unsigned char *)ys[k] + i * (int64_t)esz, (const unsigned char *)x + src * (int64_t)esz, bytes);
+        }
+    }
+    return CKRT_OK;
+}
+
+int ckrt_gather(ckrt_ctx *c, size_t esz, void *y, const void *x, const void *idx, ckrt_dtype idx_dt, int64_t outer,
+                int64_t len, int64_t inner, int64_t n_idx) {
+    if (idx_dt != CKRT_I64 && idx_dt != CKRT_I32)
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "Gather indices of dtype %s", ckrt_dtype_name(idx_dt));
+    int i64 = idx_dt == CKRT_I64;
+    for (int64_t j = 0; j < n_idx; j++)
+        if (ck_k_gather_index(idx, i64, j, len) < 0) {
+            long long v = i64 ? (long long)((const int64_t *)idx)[j] : (long long)((const int32_t *)idx)[j];
+            return ckrt_fail(c, CKRT_ERR_DATA, "Gather index %lld (position %lld of the indices) is out of range [%lld, %lld)",
+                             v, (long long)j, -(long long)len, (long long)len);
+        }
+    size_t bytes = (size_t)inner * esz;
+    if (!bytes) return CKRT_OK;
+    for (int64_t r = 0; r < outer * n_idx; r++) {
+        int64_t src = ck_k_gather_src(r * inner, idx, i64, len, inner, n_idx);
+        memcpy((unsigned char *)y + r * inner * (int64_t)esz, (const unsigned char *)x + src * (int64_t)esz, bytes);
+    }
+    return CKRT_OK;
+}
+
+int ckrt_trilu(ckrt_ctx *c, size_t esz, void *y, const void *x, int64_t batch, int64_t rows, int64_t cols, int64_t k,
+               int upper) {
+    (void)c;
+    int64_t n = batch * rows * cols;
+    unsigned char *yb = y;
+    const unsigned char *xb = x;
+    for (int64_t i = 0; i < n; i++) {
+        if (ck_k_trilu_keep(i, rows, cols, k, upper)) copy_elem(yb + i * (int64_t)esz, xb + i * (int64_t)esz, esz);
+        else memset(yb + i * (int64_t)esz, 0, esz);
+    }
+    return CKRT_OK;
+}
+
+int ckrt_fill(ckrt_ctx *c, size_t esz, void *y, const void *value, int64_t n) {
+    (void)c;
+    unsigned char *yb = y;
+    for (int64_t i = 0; i < n; i++) copy_elem(yb + i * (int64_t)esz, value, esz);
+    return CKRT_OK;
+}
+
+int ckrt_range(ckrt_ctx *c, ckrt_dtype dt, void *y, const void *start, const void *delta, int64_t n) {
+    switch (dt) {
+    case CKRT_F32: {
+        double s = *(const float *)start, d = *(const float *)delta;
+        for (int64_t i = 0; i < n; i++) ((float *)y)[i] = (float)ck_k_range_f(i, s, d);
+        return CKRT_OK;
+    }
+    case CKRT_F64: {
+        double s = *(const double *)start, d = *(const double *)delta;
+        for (int64_t i = 0; i < n; i++) ((double *)y)[i] = ck_k_range_f(i, s, d);
+        return CKRT_OK;
+    }
+    case CKRT_I64: {
+        int64_t s = *(const int64_t *)start, d = *(const int64_t *)delta;
+        for (int64_t i = 0; i < n; i++) ((int64_t *)y)[i] = ck_k_range_i(i, s, d);
+        return CKRT_OK;
+    }
+    case CKRT_I32: {
+        int64_t s = *(const int32_t *)start, d = *(const int32_t *)delta;
+        for (int64_t i = 0; i < n; i++) ((int32_t *)y)[i] = (int32_t)ck_k_range_i(i, s, d);
+        return CKRT_OK;
+    }
+    default: return ckrt_fail(c, CKRT_ERR_INTERNAL, "Range of dtype %s", ckrt_dtype_name(dt));
+    }
+}

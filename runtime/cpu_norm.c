@@ -1,0 +1,70 @@
+/* cpu_norm.c — the CPU backend's kernels over an axis: softmax / log-softmax, layer norm, batch
+ * norm, dropout, reductions and global average pooling. Each is a loop over the row-, channel-,
+ * block- or element-wise bodies in ckrt_kernels.h; every output is computed by one sequential
+ * loop in a fixed order, so the bits never depend on how the loop would be split over threads.
+ */
+#include "ckrt.h"
+#include "ckrt_kernels.h"
+
+int ckrt_softmax(ckrt_ctx *c, int log, float *y, const float *x, int64_t outer, int64_t len, int64_t inner) {
+    (void)c;
+    for (int64_t r = 0; r < outer * inner; r++) ck_k_softmax_row(r, log, y, x, len, inner);
+    return CKRT_OK;
+}
+
+int ckrt_layer_norm(ckrt_ctx *c, float *y, float *mean, float *inv_std, const float *x, const float *scale,
+                    const float *bias, int64_t rows, int64_t cols, float eps) {
+    (void)c;
+    for (int64_t r = 0; r < rows; r++) ck_k_layer_norm_row(r, y, mean, inv_std, x, scale, bias, cols, eps);
+    return CKRT_OK;
+}
+
+int ckrt_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var, float *saved_mean, float *saved_inv_std,
+                    const float *x, const float *scale, const float *bias, const float *mean, const float *var,
+                    int64_t N, int64_t C, int64_t S, float eps, float momentum, int training) {
+    (void)c;
+    if (training) {
+        for (int64_t ch = 0; ch < C; ch++)
+            ck_k_batch_norm_train_channel(ch, y, run_mean, run_var, saved_mean, saved_inv_std, x, scale, bias, mean, var,
+                                          N, C, S, eps, momentum);
+        return CKRT_OK;
+    }
+    for (int64_t i = 0; i < N * C * S; i++) y[i] = ck_k_batch_norm_infer(i, x, scale, bias, mean, var, C, S, eps);
+    return CKRT_OK;
+}
+
+int ckrt_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, uint64_t key) {
+    if (!(ratio >= 0.0f && ratio < 1.0f)) return ckrt_fail(c, CKRT_ERR_DATA, "dropout ratio %g is not in [0, 1)", ratio);
+    float scale = 1.0f / (1.0f - ratio);
+    for (int64_t b = 0; b < (n + 3) / 4; b++)
+        ck_k_dropout_block(b, y, mask, x, n, ratio, scale, c->seed, (uint64_t)c->step, key);
+    return CKRT_OK;
+}
+
+int ckrt_reduce(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int nk, const int64_t *kdims,
+                const int64_t *kstrides, int nr, const int64_t *rdims, const int64_t *rstrides) {
+    int64_t n = 1;
+    for (int k = 0; k < nk; k++) n *= kdims[k];
+    switch (dt) {
+    case CKRT_F32:
+        for (int64_t o = 0; o < n; o++)
+            ((float *)y)[o] = ck_k_reduce_f32(o, op == CKRT_REDUCE_MEAN, x, nk, kdims, kstrides, nr, rdims, rstrides);
+        return CKRT_OK;
+    case CKRT_I64: case CKRT_I32:
+        if (op != CKRT_REDUCE_SUM) break;
+        for (int64_t o = 0; o < n; o++) {
+            int64_t s = ck_k_reduce_sum_int(o, dt == CKRT_I64, x, nk, kdims, kstrides, nr, rdims, rstrides);
+            if (dt == CKRT_I64) ((int64_t *)y)[o] = s;
+            else ((int32_t *)y)[o] = (int32_t)(uint32_t)(uint64_t)s;
+        }
+        return CKRT_OK;
+    default: break;
+    }
+    return ckrt_fail(c, CKRT_ERR_INTERNAL, "reduce op %d on %s", op, ckrt_dtype_name(dt));
+}
+
+int ckrt_global_avg_pool(ckrt_ctx *c, float *y, const float *x, int64_t nc, int64_t s) {
+    (void)c;
+    for (int64_t r = 0; r < nc; r++) y[r] = ck_k_global_avg_pool(r, x, s);
+    return CKRT_OK;
+}
