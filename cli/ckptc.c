@@ -70,6 +70,8 @@ static const char *usage_compile =
     "                           every:K (a segment every K cut points), sqrt (about sqrt(n) segments),\n"
     "                           nodes:REGEX (boundaries after matching nodes)\n"
     "  --block-regex REGEX      what names a block for --checkpoint=blocks (the matched text is the key)\n"
+    "  --offload                keep the segments' checkpoints in a host pool, reloaded (one segment\n"
+    "                           ahead) before their backward\n"
     "  -h, --help               show this help\n";
 
 static const char *usage_inspect =
@@ -331,9 +333,8 @@ static void ckrt_paths(char *inc, char *lib, size_t n) {
     snprintf(lib, n, "%s/lib", CK_INSTALL_PREFIX);
 }
 
-/* The whole compiler: load, passes, codegen. */
-static ck_status compile(const char *path, const ck_load_options *lo, const ck_options *o, const ck_codegen_options *co,
-                         ck_diag *d) {
+/* Load and every pass up to the memory plan. */
+static ck_status build_plan(const char *path, const ck_load_options *lo, const ck_options *o, ck_graph **out, ck_diag *d) {
     ck_graph *g = NULL;
     ck_status st = ck_frontend_load(path, lo, &g, d);
     if (!st && !o->infer) st = ck_pass_loss(g, o, d);
@@ -344,6 +345,33 @@ static ck_status compile(const char *path, const ck_load_options *lo, const ck_o
     if (!st) st = ck_codegen_check(g, o, d); /* reject what cannot run before any work */
     if (!st) st = ck_pass_plan(g, o, d);
     if (!st) st = ck_graph_verify(g, d);
+    *out = g;
+    return st;
+}
+
+/* The whole compiler: load, passes, codegen. */
+static ck_status compile(const char *path, const ck_load_options *lo, const ck_options *o, const ck_codegen_options *co,
+                         ck_diag *d) {
+    ck_graph *g = NULL;
+    ck_status st = build_plan(path, lo, o, &g, d);
+    if (!st && o->offload) {
+        /* --offload must never raise the device peak: the placement heuristic can lose a few
+         * bytes to fragmentation that the shorter lifetimes do not win back; then keep the
+         * checkpoints on the device */
+        ck_options keep = *o;
+        keep.offload = false;
+        ck_graph *g2 = NULL;
+        ck_diag d2 = {0};
+        if (build_plan(path, lo, &keep, &g2, &d2) == CK_OK && g2->plan.arena_bytes < g->plan.arena_bytes) {
+            printf("ckptc: --offload would raise the planned device peak (%lld > %lld bytes); the checkpoints stay on the "
+                   "device\n", (long long)g->plan.arena_bytes, (long long)g2->plan.arena_bytes);
+            ck_graph_free(g);
+            g = g2;
+            g2 = NULL;
+        }
+        ck_graph_free(g2);
+        ck_diag_clear(&d2);
+    }
     if (!st) st = ck_codegen(g, o, co, d);
     if (!st) {
         const int64_t *b = g->plan.bytes;
@@ -352,6 +380,7 @@ static ck_status compile(const char *path, const ck_load_options *lo, const ck_o
         printf("\n       planned peak %lld bytes: params %lld, inputs %lld, activations %lld, workspace %lld", (long long)g->plan.arena_bytes,
                (long long)b[CK_MEM_PARAMS], (long long)b[CK_MEM_INPUTS], (long long)b[CK_MEM_ACTIVATIONS], (long long)b[CK_MEM_WORKSPACE]);
         if (g->loss) printf(", grads %lld, optimizer state %lld", (long long)b[CK_MEM_GRADS], (long long)b[CK_MEM_OPT_STATE]);
+        if (g->plan.host_bytes) printf("; host pool %lld bytes (%lld offloaded per step)", (long long)g->plan.host_bytes, (long long)g->plan.offload_bytes);
         printf("\n");
     }
     ck_graph_free(g);
@@ -368,7 +397,7 @@ static bool parse_double(const char *s, double lo, double *out) {
 }
 
 static int cmd_compile(int argc, char **argv) {
-    enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE };
+    enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE, O_OFFLOAD };
     static const struct option opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
                                          {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
                                          {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
@@ -377,7 +406,7 @@ static int cmd_compile(int argc, char **argv) {
                                          {"momentum", required_argument, 0, O_MOM}, {"weight-decay", required_argument, 0, O_WD},
                                          {"beta1", required_argument, 0, O_B1}, {"beta2", required_argument, 0, O_B2},
                                          {"eps", required_argument, 0, O_EPS}, {"checkpoint", required_argument, 0, O_CKPT},
-                                         {"block-regex", required_argument, 0, O_BLOCK_RE},
+                                         {"block-regex", required_argument, 0, O_BLOCK_RE}, {"offload", no_argument, 0, O_OFFLOAD},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ck_dim_binding dims[64];
     int n_dims = 0, c;
@@ -442,13 +471,15 @@ static int cmd_compile(int argc, char **argv) {
             }
             break;
         case O_BLOCK_RE: o.block_regex = optarg; break;
+        case O_OFFLOAD: o.offload = true; break;
         case 'h': fputs(usage_compile, stdout); return 0;
         case ':': return user_error("option '%s' needs a value", flag);
         default: return user_error("unknown option '%s' (see ckptc --help)", flag);
         }
     }
     if (optind >= argc) return user_error("missing MODEL.onnx (see ckptc --help)");
-    if (o.infer && o.checkpoint != CK_CKPT_NONE) return user_error("--checkpoint applies to training programs, not --infer");
+    if (o.infer && (o.checkpoint != CK_CKPT_NONE || o.offload)) return user_error("--checkpoint and --offload apply to training programs, not --infer");
+    if (o.offload && o.checkpoint == CK_CKPT_NONE) return user_error("--offload moves the checkpoints of a --checkpoint policy to the host; choose one (e.g. --checkpoint=blocks)");
     if (optind + 1 < argc) return user_error("unexpected argument '%s' (one model at a time)", argv[optind + 1]);
     if (!out) return user_error("missing -o DIR: where to write the program");
     const char *path = argv[optind];

@@ -213,7 +213,7 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
     ck_emit e = {.f = f, .g = g, .o = o, .d = d};
     for (int ph = 0; ph < (train ? 3 : 1); ph++) {
         fprintf(f, "static int %s(ckrt_ctx *c) {\n    unsigned char *A = c->arena;\n", train ? phase_fn[ph] : "step");
-        fprintf(f, "    (void)A;\n");
+        fprintf(f, "    unsigned char *H = c->host;\n    (void)A, (void)H;\n");
         for (int i = 0; i < g->n_nodes; i++) {
             const ck_node *n = g->nodes[i];
             if (train && (int)n->phase != ph) continue;
@@ -285,8 +285,8 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
             g->n_outputs);
     if (train)
         fprintf(f, "    .forward = forward,\n    .backward = backward,\n    .update = update,\n    .loss_offset = %lld,\n"
-                   "    .n_state = %d,\n    .state = state,\n",
-                (long long)g->loss->offset, n_state);
+                   "    .n_state = %d,\n    .state = state,\n    .host_bytes = %lld,\n    .offload_bytes = %lld,\n",
+                (long long)g->loss->offset, n_state, (long long)p->host_bytes, (long long)p->offload_bytes);
     else
         fprintf(f, "    .step = step,\n");
     fprintf(f, "};\n\nint main(int argc, char **argv) { return ckrt_main(&program, argc, argv); }\n");
@@ -376,8 +376,8 @@ static void write_plan_json(const ck_graph *g, FILE *f) {
             else fputc(*s, f);
         }
         fputc('"', f);
-        fprintf(f, ", \"category\": \"%s\", \"offset\": %lld, \"bytes\": %lld", cat, (long long)v->offset,
-                (long long)ck_value_bytes(v));
+        fprintf(f, ", \"category\": \"%s\", \"offset\": %lld, \"bytes\": %lld, \"first\": %d, \"last\": %d%s", cat,
+                (long long)v->offset, (long long)ck_value_bytes(v), v->live_first, v->live_last, v->host ? ", \"host\": true" : "");
         if (v->alias) fprintf(f, ", \"view_of\": %d", v->alias->id);
         fprintf(f, ", \"id\": %d}", v->id);
     }

@@ -109,3 +109,15 @@ ck_status ck_emit_adamw(ck_emit *e, const ck_node *n) {
                    (double)ck_attr_float(n, "weight_decay", 0));
     return CK_OK;
 }
+
+ck_status ck_emit_offload(ck_emit *e, const ck_node *n) {
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_offload(c, H + %lld, A + %lld, %lld));\n", (long long)n->out[0]->offset,
+                   (long long)n->in[0]->offset, (long long)ck_value_bytes(n->in[0]));
+    return CK_OK;
+}
+
+ck_status ck_emit_reload(ck_emit *e, const ck_node *n) {
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_reload(c, A + %lld, H + %lld, %lld));\n", (long long)n->out[0]->offset,
+                   (long long)n->in[0]->offset, (long long)ck_value_bytes(n->in[0]));
+    return CK_OK;
+}

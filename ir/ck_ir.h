@@ -118,6 +118,8 @@ typedef struct ck_value {
     /* set by the memory planner */
     int64_t offset;             /* byte offset in the arena */
     struct ck_value *alias;     /* a view: shares the bytes of this value (same offset) */
+    bool host;                  /* lives in the host pool (offloaded), not the device arena */
+    int live_first, live_last;  /* steps (node indices) it occupies its bytes; -1: the whole run */
 } ck_value;
 
 int64_t ck_value_numel(const ck_value *v);
@@ -218,6 +220,8 @@ typedef struct ck_mem_plan {
     int64_t bytes[CK_MEM_COUNT];     /* per category: static sizes; dynamic ones at the step of the peak */
     int64_t dynamic_lower_bound;     /* max over time of live dynamic bytes: no plan can beat it */
     int n_buffers;                   /* dynamic buffers placed (views excluded) */
+    int64_t host_bytes;              /* the host pool for offloaded tensors */
+    int64_t offload_bytes;           /* copied to the host per step */
 } ck_mem_plan;
 
 typedef struct ck_graph {

@@ -95,21 +95,27 @@ ck_status ck_infer_optimizer(ck_node *n, ck_diag *d) {
     return CK_OK;
 }
 
-/* The CPU conv-gradient kernels lower one image (one group) at a time through a column matrix:
- * (C/group * prod(kernel)) x prod(dy spatial) floats, as the forward does. */
+/* The CPU conv-gradient kernels (runtime/cpu_train_conv.c) lower one image (one group) at a time
+ * through a column matrix: (C/group * prod(kernel)) x prod(dy spatial) floats, every byte written
+ * (ConvGradInput: w_g^T dy_g; ConvGradWeight: im2col(x_g)). A 1x1 conv with no begin padding
+ * whose output is as large as its input needs none (x or dx is its own column matrix): the
+ * kernels test exactly this on the resolved pads, and auto_pad resolves to no padding there. */
 int64_t ck_ws_conv_grad(const ck_node *n) {
     const ck_value *dy = n->in[0];
-    const ck_attr *shape = ck_attr_find(n, n->op == CK_OP_CONV_GRAD_WEIGHT ? "weight_shape" : "input_shape");
+    bool weight = n->op == CK_OP_CONV_GRAD_WEIGHT;
+    const ck_attr *shape = ck_attr_find(n, weight ? "weight_shape" : "input_shape");
     CK_ASSERT(shape && shape->n == dy->rank);
-    int64_t group = ck_attr_int(n, "group", 1), k, sp = 1;
-    if (n->op == CK_OP_CONV_GRAD_WEIGHT) {
-        k = shape->ints[1];
-        for (int i = 2; i < shape->n; i++) k *= shape->ints[i];
-    } else {
-        const ck_value *w = n->in[1];
-        k = shape->ints[1] / group;
-        for (int i = 2; i < w->rank; i++) k *= w->dims[i];
+    const int64_t *wd = weight ? shape->ints : n->in[1]->dims, *xd = weight ? n->in[1]->dims : shape->ints;
+    int64_t group = ck_attr_int(n, "group", 1), k = xd[1] / (group > 0 ? group : 1), sp = 1;
+    bool direct = true;
+    for (int i = 2; i < dy->rank; i++) {
+        k *= wd[i];
+        sp *= dy->dims[i];
+        direct = direct && wd[i] == 1 && xd[i] == dy->dims[i];
     }
-    for (int i = 2; i < dy->rank; i++) sp *= dy->dims[i];
+    const ck_attr *pads = ck_attr_find(n, "pads");
+    if (strcmp(ck_attr_str(n, "auto_pad", "NOTSET"), "NOTSET") == 0 && pads && pads->n == 2 * (dy->rank - 2))
+        for (int i = 0; i < dy->rank - 2; i++) direct = direct && pads->ints[i] == 0;
+    if (direct || ck_value_numel(dy) == 0) return 0;
     return k * sp * (int64_t)ck_dtype_size(dy->dtype);
 }

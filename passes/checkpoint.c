@@ -204,6 +204,93 @@ static ck_node *clone_node(ck_graph *g, const ck_node *n, ck_value **in) {
     return c;
 }
 
+/* ---------------------------------------------------------------- offload */
+
+static ck_node *copy_node(ck_graph *g, ck_op op, const char *base, ck_value *x, ck_phase phase) {
+    char name[1100];
+    snprintf(name, sizeof name, "%s/%s", base, op == CK_OP_OFFLOAD ? "offload" : "reload");
+    ck_node *n = ck_graph_add_node(g, op, name, 1, &x, 1);
+    g->n_nodes--; /* placed by the caller */
+    n->phase = phase;
+    ck_diag dd = {0};
+    CK_ASSERT(ck_infer_node(n, &dd) == CK_OK);
+    n->out[0]->host = op == CK_OP_OFFLOAD;
+    return n;
+}
+
+/* The checkpoints of recomputed segments (forward activations a group of clones reads) go to the
+ * host pool right after they are produced and come back once, one group early: a checkpoint that
+ * group k reads first is reloaded at the start of group k-1 in backward order (prefetch; group
+ * 0's at the start of the backward), and every later backward read uses the reloaded copy. Both
+ * device copies live inside the span the checkpoint would have occupied without offload, so the
+ * live set at every step can only shrink. A checkpoint the backward reads before the first group
+ * stays on the device: it is needed there anyway.
+ * g->nodes is [forward (nf nodes) | backward with recompute groups starting at gpos[]]. */
+static void offload(ck_graph *g, int nf, int nid, const int *gpos, int ng) {
+    int nn = g->n_nodes;
+    int *grp = malloc(sizeof(int) * (size_t)(nn + 1)), *first = malloc(sizeof(int) * (size_t)(nid + 1));
+    bool *cand = calloc((size_t)nid + 1, 1);
+    CK_ASSERT(grp && cand && first);
+    for (int i = 0, k = -1; i < nn; i++) {
+        while (k + 1 < ng && gpos[k + 1] <= i) k++;
+        grp[i] = i < nf ? -1 : k;
+    }
+    for (int i = 0; i <= nid; i++) first[i] = -1;
+    for (int i = nf; i < nn; i++) {
+        ck_node *c = g->nodes[i];
+        for (int q = 0; q < c->n_in; q++) {
+            ck_value *v = c->in[q];
+            if (!v || v->id >= nid) continue;
+            if (c->recompute_of && v->producer && v->producer->phase == CK_PHASE_FORWARD && !v->producer->recompute_of && !v->alias)
+                cand[v->id] = true;
+            if (first[v->id] < 0) first[v->id] = grp[i]; /* the first group reading it (-1: before any) */
+        }
+    }
+    for (int i = 0; i <= nid; i++)
+        if (first[i] < 0) cand[i] = false;
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k]->id < nid) cand[g->outputs[k]->id] = false;
+    ck_node **host_of = calloc((size_t)nid + 1, sizeof *host_of), **reload = calloc((size_t)nid + 1, sizeof *reload);
+    CK_ASSERT(host_of && reload);
+    for (int i = nf; i < nn; i++) {
+        ck_node *c = g->nodes[i];
+        for (int q = 0; q < c->n_in; q++) {
+            ck_value *v = c->in[q];
+            if (!v || v->id >= nid || !cand[v->id]) continue;
+            if (!host_of[v->id]) {
+                host_of[v->id] = copy_node(g, CK_OP_OFFLOAD, v->producer->name, v, CK_PHASE_FORWARD);
+                reload[v->id] = copy_node(g, CK_OP_RELOAD, v->producer->name, host_of[v->id]->out[0], CK_PHASE_BACKWARD);
+            }
+            c->in[q] = reload[v->id]->out[0];
+        }
+    }
+    /* lay out: each Offload right after its checkpoint's producer, each Reload at the start of
+     * the group before the first group that reads it */
+    ck_node **out = malloc(sizeof(ck_node *) * (size_t)(nn * 3 + 16));
+    int no = 0, *at = malloc(sizeof(int) * (size_t)(ng + 1));
+    ck_node ***due = calloc((size_t)nn + 1, sizeof *due); /* by position: reloads to issue there */
+    int *ndue = calloc((size_t)nn + 1, sizeof *ndue);
+    CK_ASSERT(out && at && due && ndue);
+    for (int k = 0; k < ng; k++) at[k] = k == 0 ? nf : gpos[k - 1];
+    for (int id = 0; id < nid; id++) {
+        if (!reload[id]) continue;
+        int pos = at[first[id]];
+        due[pos] = realloc(due[pos], sizeof(ck_node *) * (size_t)(ndue[pos] + 1));
+        due[pos][ndue[pos]++] = reload[id];
+    }
+    for (int i = 0; i < nn; i++) {
+        ck_node *n = g->nodes[i];
+        for (int k = 0; k < ndue[i]; k++) out[no++] = due[i][k];
+        out[no++] = n;
+        for (int r = 0; i < nf && r < n->n_out; r++)
+            if (n->out[r] && n->out[r]->id < nid && host_of[n->out[r]->id]) out[no++] = host_of[n->out[r]->id];
+    }
+    memcpy(g->nodes, out, sizeof(ck_node *) * (size_t)no);
+    g->n_nodes = no;
+    for (int i = 0; i <= nn; i++) free(due[i]);
+    free(due), free(ndue), free(at), free(reload), free(host_of), free(out), free(grp), free(cand), free(first);
+}
+
 ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
     g->n_segments = 0;
     if (o->infer || o->checkpoint == CK_CKPT_NONE) return CK_OK;
@@ -237,6 +324,10 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
     for (int i = nf - 1; i >= 0 && last_seg < 0; i--) last_seg = seg[i];
 
     ck_node **clone = calloc((size_t)nid + 1, sizeof *clone); /* by forward node id: its clone */
+    /* offload bookkeeping: recompute groups in backward order, where each starts, and which
+     * kept forward activations (the segment's checkpoints) each group's clones read */
+    int *gseg = malloc(sizeof(int) * (size_t)(nseg + 1)), *gpos = malloc(sizeof(int) * (size_t)(nseg + 1)), ng = 0;
+    CK_ASSERT(gseg && gpos);
     ck_node **out_nodes = malloc(sizeof(ck_node *) * (size_t)(nn * 3 + 16));
     int no = 0;
     CK_ASSERT(clone && out_nodes);
@@ -251,6 +342,7 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
             int s = vseg[v->id];
             if (s < 0 || s == last_seg || done_seg[s] || read_outside[v->id]) continue;
             done_seg[s] = true;
+            gseg[ng] = s, gpos[ng++] = no;
             /* clone the whole segment in forward order; unused clones are dropped as dead code */
             for (int j = 0; j < nf; j++) {
                 ck_node *f = g->nodes[j];
@@ -288,6 +380,7 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
     memcpy(g->nodes, out_nodes, sizeof(ck_node *) * (size_t)no);
     g->n_nodes = no;
     ck_graph_remove_dead(g);
-    free(seg), free(vseg), free(read_outside), free(clone), free(out_nodes), free(done_seg);
+    if (o->offload && ng > 0) offload(g, nf, nid, gpos, ng);
+    free(seg), free(vseg), free(read_outside), free(clone), free(out_nodes), free(done_seg), free(gseg), free(gpos);
     return ck_graph_verify(g, d);
 }

@@ -33,6 +33,7 @@ typedef struct ck_options {
     int checkpoint_k;             /* every:K */
     const char *checkpoint_regex; /* nodes:REGEX */
     const char *block_regex;      /* --block-regex */
+    bool offload;                 /* --offload: checkpoints go to the host pool */
     /* BatchNormalization's running variance: the ONNX spec updates it with the biased batch
      * variance, PyTorch with the unbiased one, and PyTorch's exporter does not say which the model
      * meant. -1 (default): unbiased when the model's producer is PyTorch, else biased; 0/1 force. */

@@ -104,6 +104,34 @@ static int64_t place(buf *bufs, int nb, buf **placed) {
     return peak;
 }
 
+/* Moves buffers down: highest first, each to the lowest offset where it fits among the others
+ * whose lifetimes overlap it. Never raises a buffer, so the peak can only drop. */
+static int64_t compact(buf *bufs, int nb, buf **others, int64_t peak) {
+    buf **by = malloc(sizeof(buf *) * (size_t)(nb + 1));
+    CK_ASSERT(by);
+    for (int i = 0; i < nb; i++) by[i] = &bufs[i];
+    qsort(by, (size_t)nb, sizeof *by, cmp_off);
+    for (int i = nb - 1; i >= 0; i--) {
+        buf *b = by[i];
+        int np = 0;
+        for (int k = 0; k < nb; k++)
+            if (&bufs[k] != b && bufs[k].first <= b->last && b->first <= bufs[k].last) others[np++] = &bufs[k];
+        qsort(others, (size_t)np, sizeof *others, cmp_off);
+        int64_t cur = 0;
+        for (int k = 0; k < np && cur < b->offset; k++) {
+            if (others[k]->offset - cur >= b->bytes) break;
+            if (others[k]->offset + others[k]->bytes > cur) cur = others[k]->offset + others[k]->bytes;
+        }
+        if (cur < b->offset) b->offset = cur;
+    }
+    int64_t p = 0;
+    for (int i = 0; i < nb; i++)
+        if (bufs[i].offset + bufs[i].bytes > p) p = bufs[i].offset + bufs[i].bytes;
+    free(by);
+    (void)peak;
+    return p;
+}
+
 ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
     int nn = g->n_nodes, nid = g->next_value_id;
     int *first = malloc(sizeof(int) * (size_t)(nid + 1)), *last = malloc(sizeof(int) * (size_t)(nid + 1));
@@ -163,7 +191,7 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
     CK_ASSERT(bufs);
     for (int i = 0; i < g->n_values; i++) {
         ck_value *v = g->values[i];
-        if (!v->producer || v->alias) continue;
+        if (!v->producer || v->alias || v->host) continue;
         if (first[v->id] < 0) first[v->id] = last[v->id] = 0; /* produced but never read: still written */
         bufs[nb] = (buf){.bytes = align_up((int64_t)ck_value_bytes(v)), .exact = (int64_t)ck_value_bytes(v), .first = first[v->id],
                          .last = last[v->id], .v = v, .order = nb};
@@ -188,6 +216,7 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
         g_order = order;
         qsort(bufs, (size_t)nb, sizeof *bufs, cmp_buf);
         int64_t peak = place(bufs, nb, placed);
+        peak = compact(bufs, nb, placed, peak);
         if (peak < dyn_peak) {
             dyn_peak = peak;
             for (int i = 0; i < nb; i++) best_off[bufs[i].order] = bufs[i].offset;
@@ -228,12 +257,36 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
     p->arena_bytes = p->static_bytes + exact_end;
     p->n_buffers = nb;
     p->done = true;
+    /* the host pool: offloaded tensors, placed the same way over their own lifetimes */
+    int nh = 0;
     for (int i = 0; i < g->n_values; i++) {
         ck_value *v = g->values[i];
-        if (v->alias) v->offset = root_of(v)->offset;
+        if (!v->host) continue;
+        bufs[nh] = (buf){.bytes = align_up((int64_t)ck_value_bytes(v)), .exact = (int64_t)ck_value_bytes(v),
+                         .first = first[v->id] < 0 ? 0 : first[v->id], .last = last[v->id] < 0 ? 0 : last[v->id], .v = v, .order = nh};
+        p->offload_bytes += (int64_t)ck_value_bytes(v);
+        nh++;
+    }
+    if (nh) {
+        buf **hp = malloc(sizeof(buf *) * (size_t)(nh + 1));
+        g_order = 0;
+        qsort(bufs, (size_t)nh, sizeof *bufs, cmp_buf);
+        p->host_bytes = place(bufs, nh, hp);
+        for (int i = 0; i < nh; i++) bufs[i].v->offset = bufs[i].offset;
+        free(hp);
+    }
+    for (int i = 0; i < g->n_values; i++) {
+        ck_value *v = g->values[i];
+        ck_value *r = root_of(v);
+        if (v->alias) v->offset = r->offset;
+        bool dyn = r->producer != NULL;
+        v->live_first = dyn ? (first[r->id] < 0 ? 0 : first[r->id]) : -1;
+        v->live_last = dyn ? (last[r->id] < 0 ? 0 : last[r->id]) : -1;
         CK_ASSERT(v->offset >= 0);
     }
-    free(live), free(live_ws), free(bufs), free(first), free(last);
+    free(first), free(last);
+    free(live), free(live_ws);
+    free(bufs);
     (void)d;
     return CK_OK;
 }

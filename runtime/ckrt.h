@@ -64,6 +64,8 @@ struct ckrt_backend;
 typedef struct ckrt_ctx {
     unsigned char *arena;          /* the one device arena (host memory on the CPU backend) */
     int64_t arena_bytes;
+    unsigned char *host;           /* the host pool for offloaded activations (pinned on CUDA) */
+    int64_t host_bytes;
     const struct ckrt_backend *be;
     uint64_t seed;
     int64_t step;
@@ -164,6 +166,8 @@ typedef struct ckrt_program {
     int (*step)(ckrt_ctx *c);
     int (*forward)(ckrt_ctx *c), (*backward)(ckrt_ctx *c), (*update)(ckrt_ctx *c);
     int64_t loss_offset;           /* training: the float32 scalar loss */
+    int64_t host_bytes;            /* --offload: the host pool's planned size */
+    int64_t offload_bytes;         /* copied to the host (and back) per step */
     int n_state;
     const ckrt_state *state;
 } ckrt_program;

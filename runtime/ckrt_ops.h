@@ -58,14 +58,16 @@ int ckrt_layer_norm(ckrt_ctx *c, float *y, float *mean, float *inv_std, const fl
 /* x, y: (N, C, S); scale, bias, mean, var and the four outputs: (C).
  * Inference (training 0): y = (x - mean) / sqrt(var + eps) * scale + bias; the four outputs are
  * ignored (pass NULL).
- * Training: normalize with the batch mean and biased batch variance over (N, S) (double, two
- * passes); write, each when non-NULL, run_mean = momentum * mean + (1 - momentum) * batch_mean
- * and run_var = momentum * var + (1 - momentum) * batch_var with the BIASED batch variance (as
- * the ONNX spec and its node tests define it; PyTorch's running_var uses the unbiased one),
- * saved_mean = batch mean, saved_inv_std = 1 / sqrt(batch_var + eps). */
+ * Training: the batch mean and biased batch variance over (N, S) (double, two passes), rounded to
+ * float: mean_f and inv_std_f = 1 / sqrt(var + eps); y = (x - mean_f) * inv_std_f * scale + bias
+ * (ck_k_batch_norm_apply1, exactly as ckrt_batch_norm_apply recomputes it). Write, each when
+ * non-NULL, run_mean = momentum * mean + (1 - momentum) * batch_mean and
+ * run_var = momentum * var + (1 - momentum) * batch_var * (unbiased ? n / (n - 1) : 1), n = N * S
+ * (the ONNX spec and its node tests use the biased variance, unbiased 0; PyTorch the unbiased
+ * one, unbiased 1), saved_mean = mean_f, saved_inv_std = inv_std_f. */
 int ckrt_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var, float *saved_mean, float *saved_inv_std,
                     const float *x, const float *scale, const float *bias, const float *mean, const float *var,
-                    int64_t N, int64_t C, int64_t S, float eps, float momentum, int training);
+                    int64_t N, int64_t C, int64_t S, float eps, float momentum, int training, int unbiased);
 
 /* x, y, mask: (n). Dropout with the counter-based RNG (ckrt_kernels.h): element i draws word
  * i % 4 of Philox4x32-10 with key (seed lo32, seed hi32) and counter (lo32(i / 4), hi32(i / 4),
@@ -163,6 +165,26 @@ int ckrt_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float
 /* y: the forward's output, (outer, len, inner); log: y is log-softmax. */
 int ckrt_softmax_grad(ckrt_ctx *c, int log, float *dx, const float *dy, const float *y, int64_t outer, int64_t len,
                       int64_t inner);
+/* LayerNormalization's backward (ckptc.LayerNormGrad). dy, x, dx: (rows, cols), normalized over
+ * cols; scale, dscale, dbias: (cols); mean, inv_std: (rows), the forward's saved statistics
+ * (ckrt_layer_norm). With xhat = (x - mean) inv_std: dbias = sum over rows of dy,
+ * dscale = sum over rows of dy xhat, dx = inv_std (dy scale - mean_cols(dy scale)
+ * - xhat mean_cols(dy scale xhat)); sums in double, in index order. dx, dscale, dbias may each be
+ * NULL (not wanted). */
+int ckrt_layer_norm_grad(ckrt_ctx *c, float *dx, float *dscale, float *dbias, const float *dy, const float *x,
+                         const float *scale, const float *mean, const float *inv_std, int64_t rows, int64_t cols);
+/* Training-mode BatchNormalization's backward (ckptc.BatchNormGrad). dy, x, dx: (N, C, S); scale,
+ * mean, inv_std, dscale, dbias: (C), mean / inv_std as ckrt_batch_norm saved them. Per channel,
+ * over its n = N S elements (double, in (N, S) order), xhat = (x - mean) inv_std:
+ * dbias = sum dy, dscale = sum dy xhat, dx = scale inv_std (dy - dbias / n - xhat dscale / n).
+ * dx, dscale, dbias may each be NULL. */
+int ckrt_batch_norm_grad(ckrt_ctx *c, float *dx, float *dscale, float *dbias, const float *dy, const float *x,
+                         const float *scale, const float *mean, const float *inv_std, int64_t N, int64_t C, int64_t S);
+/* The recompute of a training-mode BatchNormalization (ckptc.BatchNormApply): x, y: (N, C, S);
+ * scale, bias, mean, inv_std: (C), the statistics the forward saved. y is bit-identical to the
+ * forward's (the same expression, ck_k_batch_norm_apply1); running statistics are not touched. */
+int ckrt_batch_norm_apply(ckrt_ctx *c, float *y, const float *x, const float *scale, const float *bias, const float *mean,
+                          const float *inv_std, int64_t N, int64_t C, int64_t S);
 /* dx = dy * mask / (1 - ratio), the mask regenerated from (c->seed, c->step, key) exactly as
  * ckrt_dropout drew it. */
 int ckrt_dropout_grad(ckrt_ctx *c, float *dx, const float *dy, int64_t n, float ratio, uint64_t key);
@@ -171,5 +193,41 @@ int ckrt_dropout_grad(ckrt_ctx *c, float *dx, const float *dy, int64_t n, float 
 int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float wd);
 int ckrt_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps,
                float wd);
+
+/* Conv gradients (cpu_train_conv.c), the geometry of ckrt_conv: x, dx: (N, C, in_sp...);
+ * w, dw: (M, C/group, k...); dy: (N, M, out_sp...); pads resolved (auto_pad applied).
+ * ws: (C/group * prod(k)) * prod(out_sp) floats, NULL (none needed) when the conv is 1x1 with
+ * no begin padding and out_sp == in_sp.
+ * grad_input: dx = the adjoint of conv in x (per image and group: col = w_g^T dy_g, then
+ * col2im, each dx element summing its taps in a fixed order).
+ * grad_weight: dw = sum over images, in image order, of dy_g im2col(x_g)^T. */
+int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w, float *ws, int nsp, int64_t N, int64_t C,
+                         int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
+                         const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations);
+int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *x, float *ws, int nsp, int64_t N, int64_t C,
+                          int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
+                          const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations);
+/* Pool gradient, the geometry of ckrt_pool: x, dx: (N, C, in_sp...), dy: (N, C, out_sp...).
+ * CKRT_POOL_MAX: each dy goes to its window's first maximum, recomputed from x;
+ * CKRT_POOL_AVG: dy / divisor (ckrt_pool's, count_include_pad included) to every tap of its
+ * window inside x. Each dx element sums its windows in ascending order. */
+int ckrt_pool_grad(ckrt_ctx *c, int kind, float *dx, const float *dy, const float *x, int nsp, int64_t N, int64_t C,
+                   const int64_t *in_sp, const int64_t *out_sp, const int64_t *k, const int64_t *strides,
+                   const int64_t *pads_begin, const int64_t *pads_end, const int64_t *dilations, int count_include_pad);
+/* Gather gradient (cpu_train_move.c): dx: (outer, len, inner) = 0, then dy: (outer, n_idx, inner)
+ * row j added at row idx[j] (negative counts from the end), in index order; an index out of
+ * [-len, len) is an error naming it (nothing written past dx). */
+int ckrt_gather_grad(ckrt_ctx *c, float *dx, const float *dy, const void *idx, ckrt_dtype idx_dt, int64_t outer, int64_t len,
+                     int64_t inner, int64_t n_idx);
+/* Slice gradient, the inverse of ckrt_strided_copy: dx (dx_n elements of esz bytes) = 0, then
+ * dx[base + sum_k idx_k(j) * dx_strides[k]] = dy[j] for each element j of dy: (dy_dims) (rank
+ * dims; strides are dx's element strides times the steps, negative allowed). */
+int ckrt_slice_grad(ckrt_ctx *c, size_t esz, void *dx, const void *dy, int rank, const int64_t *dy_dims,
+                    const int64_t *dx_strides, int64_t base, int64_t dx_n);
+
+/* Offload: copy `bytes` from the arena to the host pool (ckrt_offload) or back (ckrt_reload)
+ * through the backend's copy hooks (memcpy on the CPU; the copy stream on CUDA). */
+int ckrt_offload(ckrt_ctx *c, void *host, const void *dev, int64_t bytes);
+int ckrt_reload(ckrt_ctx *c, void *dev, const void *host, int64_t bytes);
 
 #endif

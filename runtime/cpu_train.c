@@ -68,3 +68,7 @@ int ckrt_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, int64_
     for (int64_t i = 0; i < n; i++) ck_k_adamw(i, p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2);
     return CKRT_OK;
 }
+
+int ckrt_offload(ckrt_ctx *c, void *host, const void *dev, int64_t bytes) { return c->be->copy_to_host(c, host, dev, bytes, 1); }
+
+int ckrt_reload(ckrt_ctx *c, void *dev, const void *host, int64_t bytes) { return c->be->copy_to_device(c, dev, host, bytes, 1); }

@@ -436,6 +436,15 @@ static int run_program(run *r, int argc, char **argv) {
     if (!r->losses || !r->step_seconds) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate %lld steps' records", (long long)r->steps);
     CKRT_TRY(c->be->arena_alloc(c, p->arena_bytes + GUARD_BYTES, &c->arena));
     c->arena_bytes = p->arena_bytes;
+    if (p->host_bytes > 0) {
+        void *h = NULL;
+        if ((rc = c->be->host_alloc(c, p->host_bytes, &h))) {
+            c->be->arena_free(c, c->arena);
+            return rc;
+        }
+        c->host = h;
+        c->host_bytes = p->host_bytes;
+    }
     c->seed = r->seed;
     if (!(rc = load_weights(r))) {
         memset(c->arena + p->weights_bytes, 0, (size_t)(p->static_bytes - p->weights_bytes)); /* optimizer state */
@@ -496,6 +505,8 @@ static int run_program(run *r, int argc, char **argv) {
     }
     c->be->arena_free(c, c->arena);
     c->arena = NULL;
+    if (c->host) c->be->host_free(c, c->host);
+    c->host = NULL;
     return rc;
 }
 
