@@ -192,6 +192,85 @@ ck_status ck_codegen_check(const ck_graph *g, const ck_options *o, ck_diag *d) {
     return worst;
 }
 
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* The plan's side of the trainer's report, as JSON members: policy, breakdown at the peak,
+ * FLOPs per phase, segments, and what holds the peak. */
+static char *report_members(const ck_graph *g, const ck_options *o) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    const ck_mem_plan *p = &g->plan;
+    char policy[256];
+    snprintf(policy, sizeof policy, "%s%s", o->policy_name ? o->policy_name : "none", p->host_bytes ? "+offload" : "");
+    fprintf(f, "\"policy\": ");
+    json_str(f, policy);
+    fprintf(f, ",\n  \"breakdown\": {\"params\": %lld, \"inputs\": %lld, \"grads\": %lld, \"optimizer_state\": %lld, "
+               "\"saved_activations\": %lld, \"transient\": %lld, \"workspace\": %lld},\n",
+            (long long)p->bytes[CK_MEM_PARAMS], (long long)p->bytes[CK_MEM_INPUTS], (long long)p->bytes[CK_MEM_GRADS],
+            (long long)p->bytes[CK_MEM_OPT_STATE], (long long)p->saved_bytes, (long long)p->transient_bytes,
+            (long long)p->bytes[CK_MEM_WORKSPACE]);
+    fprintf(f, "  \"host_offload_peak_bytes\": %lld,\n  \"offload_bytes_per_step\": %lld,\n", (long long)p->host_bytes,
+            (long long)p->offload_bytes);
+    int64_t fl[4] = {0}; /* forward, backward, recompute, update */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        if (ck_node_is_view(n, o)) continue;
+        int k = n->recompute_of ? 2 : n->phase == CK_PHASE_FORWARD ? 0 : n->phase == CK_PHASE_BACKWARD ? 1 : 3;
+        fl[k] += ck_node_flops(n);
+    }
+    fprintf(f, "  \"forward_flops\": %lld,\n  \"backward_flops\": %lld,\n  \"recompute_flops\": %lld,\n  \"update_flops\": %lld,\n",
+            (long long)fl[0], (long long)fl[1], (long long)fl[2], (long long)fl[3]);
+    fprintf(f, "  \"segments\": [");
+    for (int i = 0; i < g->n_segments; i++) {
+        const ck_segment *sg = &g->segments[i];
+        fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
+        json_str(f, sg->name);
+        fprintf(f, ", \"first_node\": ");
+        json_str(f, sg->first_node);
+        fprintf(f, ", \"last_node\": ");
+        json_str(f, sg->last_node);
+        fprintf(f, ", \"saved_bytes\": %lld}", (long long)sg->saved_bytes);
+    }
+    fprintf(f, "%s],\n", g->n_segments ? "\n  " : "");
+    const ck_node *pn = g->n_nodes ? g->nodes[p->peak_step] : NULL;
+    static const char *phase[] = {"forward", "backward", "update"};
+    fprintf(f, "  \"peak\": {\"step\": %d, \"node\": ", p->peak_step);
+    json_str(f, pn ? pn->name : "");
+    fprintf(f, ", \"phase\": \"%s\", \"top\": [", pn ? (pn->recompute_of ? "recompute" : phase[pn->phase]) : "");
+    /* the five largest buffers live at the peak */
+    const ck_value *top[5] = {0};
+    for (int i = 0; i < g->n_values; i++) {
+        const ck_value *v = g->values[i];
+        if (!v->producer || v->alias || v->host || v->live_first > p->peak_step || v->live_last < p->peak_step) continue;
+        for (int k = 0; k < 5; k++)
+            if (!top[k] || ck_value_bytes(v) > ck_value_bytes(top[k])) {
+                memmove(&top[k + 1], &top[k], sizeof *top * (size_t)(4 - k));
+                top[k] = v;
+                break;
+            }
+    }
+    for (int k = 0; k < 5 && top[k]; k++) {
+        fprintf(f, "%s{\"name\": ", k ? ", " : "");
+        json_str(f, top[k]->name);
+        fprintf(f, ", \"bytes\": %lld, \"produced_by\": ", (long long)ck_value_bytes(top[k]));
+        json_str(f, top[k]->producer->name);
+        fprintf(f, "}");
+    }
+    fprintf(f, "]}");
+    fclose(f);
+    return buf;
+}
+
 static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_codegen_options *co, uint64_t weights_layout,
                                int64_t weights_bytes, FILE *f, ck_diag *d) {
     const ck_mem_plan *p = &g->plan;
@@ -283,6 +362,27 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
     fprintf(f, "},\n");
     fprintf(f, "    .n_inputs = %d,\n    .n_outputs = %d,\n    .inputs = inputs,\n    .outputs = outputs,\n", g->n_inputs,
             g->n_outputs);
+    if (train) {
+        char *rep = report_members(g, o);
+        fprintf(f, "    .report_json = ");
+        c_string(f, rep ? rep : "");
+        fprintf(f, ",\n");
+        free(rep);
+        /* the planned live memory per step, for --timeline: phase starts and segment starts marked */
+        int fb = g->n_nodes, fu = g->n_nodes;
+        for (int i = g->n_nodes - 1; i >= 0; i--) {
+            if (g->nodes[i]->phase != CK_PHASE_FORWARD) fb = i;
+            if (g->nodes[i]->phase == CK_PHASE_UPDATE) fu = i;
+        }
+        fprintf(f, "    .n_timeline = %d,\n    .timeline = (const int64_t[]){", p->n_timeline);
+        for (int i = 0; i < p->n_timeline; i++) fprintf(f, "%s%lld", i ? (i % 16 ? ", " : ",\n        ") : "", (long long)p->timeline[i]);
+        fprintf(f, "},\n    .backward_step = %d,\n    .update_step = %d,\n    .peak_step = %d,\n", fb, fu, p->peak_step);
+        int nrs = 0;
+        fprintf(f, "    .recompute_steps = (const int[]){");
+        for (int i = 0; i < g->n_nodes; i++)
+            if (g->nodes[i]->recompute_of && (i == 0 || !g->nodes[i - 1]->recompute_of)) fprintf(f, "%s%d", nrs++ ? ", " : "", i);
+        fprintf(f, "%s},\n    .n_recompute_steps = %d,\n", nrs ? "" : "0", nrs);
+    }
     if (train)
         fprintf(f, "    .forward = forward,\n    .backward = backward,\n    .update = update,\n    .loss_offset = %lld,\n"
                    "    .n_state = %d,\n    .state = state,\n    .host_bytes = %lld,\n    .offload_bytes = %lld,\n",

@@ -9,6 +9,8 @@
  */
 #include "emit.h"
 
+#include <string.h>
+
 static const ck_dtype f32_only[] = {CK_F32, CK_UNDEF};
 
 static int64_t prod(const int64_t *d, int from, int to) {
@@ -32,6 +34,16 @@ static bool has(const ck_node *n, int i, bool out) {
 static void ptr_or_null(ck_emit *e, const ck_value *v, bool is_const) {
     if (v) ck_emit_ptr(e, v, is_const);
     else ck_emit_printf(e, "NULL");
+}
+
+/* Does any node, or the graph's output list, read v? */
+static bool is_read(const ck_graph *g, const ck_value *v) {
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == v) return true;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i]->n_in; k++)
+            if (g->nodes[i]->in[k] == v) return true;
+    return false;
 }
 
 /* The refusal of an input that must be a constant (the wording shape inference uses). */
@@ -115,20 +127,49 @@ ck_status ck_emit_batch_norm(ck_emit *e, const ck_node *n) {
     if (!training && (has(n, 1, true) || has(n, 2, true)))
         return ck_emit_unsupported(e, n, "running_mean/running_var outputs require training_mode=1");
     int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims, 2, x->rank);
+    /* outputs 1, 2: the updated running statistics. In a training program whose running stats are
+     * the model's state (BUFFER values), the update goes straight into them, in place (the kernel
+     * reads a channel's old value before writing it), so the next step and --dump-params see it;
+     * an output value something reads gets a copy. */
+    bool state = training && e->o && !e->o->infer;
+    const ck_value *run[3] = {NULL, NULL, NULL};
+    for (int k = 1; k < 3; k++) {
+        const ck_value *b = n->in[k + 2];
+        run[k] = state && b->role == CK_ROLE_BUFFER ? b : has(n, k, true) ? n->out[k] : NULL;
+    }
     ck_emit_printf(e, "    CKRT_TRY(ckrt_batch_norm(c, ");
     ck_emit_ptr(e, n->out[0], false);
     for (int k = 1; k < 3; k++) {
         ck_emit_printf(e, ", ");
+        ptr_or_null(e, run[k], false);
+    }
+    /* outputs 3, 4: the saved batch mean / inverse std the backward (and a recompute) read */
+    for (int k = 3; k < 5; k++) {
+        ck_emit_printf(e, ", ");
         ptr_or_null(e, has(n, k, true) ? n->out[k] : NULL, false);
     }
-    /* saved batch mean / inverse std: for the backward pass, which has no value for them yet */
-    ck_emit_printf(e, ", NULL, NULL");
     for (int i = 0; i < 5; i++) {
         ck_emit_printf(e, ", ");
         ck_emit_ptr(e, n->in[i], true);
     }
-    ck_emit_printf(e, ", %lld, %lld, %lld, %a, %a, %d));\n", (long long)N, (long long)C, (long long)S,
-                   (double)ck_attr_float(n, "epsilon", 1e-5f), (double)ck_attr_float(n, "momentum", 0.9f), training);
+    /* the running variance's convention (ck_options.bn_unbiased_var): -1 decides by the producer */
+    int unbiased = e->o ? e->o->bn_unbiased_var : -1;
+    if (unbiased < 0) {
+        const char *p = e->g->producer_name;
+        unbiased = p && strncmp(p, "pytorch", 7) == 0;
+    }
+    ck_emit_printf(e, ", %lld, %lld, %lld, %a, %a, %d, %d));\n", (long long)N, (long long)C, (long long)S,
+                   (double)ck_attr_float(n, "epsilon", 1e-5f), (double)ck_attr_float(n, "momentum", 0.9f), training,
+                   training && unbiased);
+    for (int k = 1; k < 3; k++) {
+        const ck_value *o = has(n, k, true) ? n->out[k] : NULL;
+        if (!o || run[k] == o || o->offset == run[k]->offset || !is_read(e->g, o)) continue;
+        ck_emit_printf(e, "    CKRT_TRY(ckrt_strided_copy(c, 4, ");
+        ck_emit_ptr(e, o, false);
+        ck_emit_printf(e, ", ");
+        ck_emit_ptr(e, run[k], true);
+        ck_emit_printf(e, ", 1, (const int64_t[]){%lld}, (const int64_t[]){1}, 0));\n", (long long)C);
+    }
     return CK_OK;
 }
 
@@ -140,7 +181,8 @@ ck_status ck_emit_dropout(ck_emit *e, const ck_node *n) {
     const ck_value *x = n->in[0];
     if (ck_emit_want_dtype(e, n, x, "input", f32_only)) return CK_ERR_UNSUPPORTED;
     double ratio = ck_dropout_ratio(n, e->o); /* 0: y = x, mask all true */
-    if (ratio < 0) return ck_emit_unsupported(e, n, "ratio and training_mode must be constants known at compile time");
+    if (ratio < 0) /* training_mode computed at run time, or ratio when training */
+        return n->in[2]->data ? not_const(e, n, 1, " in training mode") : not_const(e, n, 2, "");
     if (has(n, 1, false) && n->in[1]->dtype != CK_F32 && n->in[1]->dtype != CK_F64)
         return ck_emit_unsupported(e, n, "ratio '%s' has dtype %s; expected a float", n->in[1]->name, ck_dtype_name(n->in[1]->dtype));
     if (!(ratio >= 0.0 && ratio < 1.0)) return ck_emit_unsupported(e, n, "ratio %g is not in [0, 1)", ratio);

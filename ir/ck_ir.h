@@ -168,6 +168,8 @@ typedef struct ck_op_info {
 
 int64_t ck_ws_conv(const ck_node *n);
 int64_t ck_ws_conv_grad(const ck_node *n);
+/* Floating-point operations one run of the node costs (flops.c). */
+int64_t ck_node_flops(const ck_node *n);
 
 extern const ck_op_info ck_ops[CK_OP_COUNT];
 bool ck_op_from_name(const char *onnx_name, ck_op *op);
@@ -222,7 +224,20 @@ typedef struct ck_mem_plan {
     int n_buffers;                   /* dynamic buffers placed (views excluded) */
     int64_t host_bytes;              /* the host pool for offloaded tensors */
     int64_t offload_bytes;           /* copied to the host per step */
+    /* where the peak is and what holds it */
+    int peak_step;                   /* the node index with the most live dynamic bytes */
+    int64_t saved_bytes;             /* at the peak: forward activations kept for the backward */
+    int64_t transient_bytes;         /* at the peak: other activations (recomputed, backward temporaries) */
+    int64_t *timeline;               /* device bytes in use at each step 0..n_nodes (static included) */
+    int n_timeline;
 } ck_mem_plan;
+
+/* A recomputed segment, for reports. */
+typedef struct ck_segment {
+    const char *name;                /* the block's scope ("/layers.3") or "segment N" */
+    const char *first_node, *last_node;
+    int64_t saved_bytes;             /* its checkpoints: the kept inputs its recompute reads */
+} ck_segment;
 
 typedef struct ck_graph {
     ck_arena *arena;
@@ -245,6 +260,7 @@ typedef struct ck_graph {
     int n_train;
     ck_value **train_params, **train_grads;
     int n_segments;        /* segments recomputed by the checkpoint pass */
+    ck_segment *segments;
 } ck_graph;
 
 ck_graph *ck_graph_new(void);

@@ -204,6 +204,37 @@ static ck_node *clone_node(ck_graph *g, const ck_node *n, ck_value **in) {
     return c;
 }
 
+/* Notes segment s (its clones are clones[0..n)) in g->segments for the report. */
+static void record_segment(ck_graph *g, const int *seg, int nf, int s, ck_node **clones, int n) {
+    const ck_node *first = NULL, *last = NULL;
+    for (int i = 0; i < nf; i++)
+        if (seg[i] == s) {
+            if (!first) first = g->nodes[i];
+            last = g->nodes[i];
+        }
+    ck_segment *segs = ck_arena_alloc(g->arena, sizeof *segs * (size_t)(g->n_segments + 1));
+    if (g->n_segments) memcpy(segs, g->segments, sizeof *segs * (size_t)g->n_segments);
+    ck_segment *sg = &segs[g->n_segments];
+    size_t k = first ? scope_key(first->name) : 0;
+    char buf[64];
+    snprintf(buf, sizeof buf, "segment %d", s);
+    sg->name = k ? ck_arena_strndup(g->arena, first->name, k) : ck_arena_strdup(g->arena, buf);
+    sg->first_node = first ? first->name : "";
+    sg->last_node = last ? last->name : "";
+    /* checkpoints: forward values the clones read that are not clones themselves (each once) */
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < clones[i]->n_in; q++) {
+            const ck_value *v = clones[i]->in[q];
+            if (!v || !v->producer || v->producer->recompute_of || v->producer->phase != CK_PHASE_FORWARD) continue;
+            bool seen = false;
+            for (int j = 0; j <= i && !seen; j++)
+                for (int r = 0; r < (j < i ? clones[j]->n_in : q) && !seen; r++) seen = clones[j]->in[r] == v;
+            if (!seen) sg->saved_bytes += (int64_t)ck_value_bytes(v);
+        }
+    g->segments = segs;
+    g->n_segments++;
+}
+
 /* ---------------------------------------------------------------- offload */
 
 static ck_node *copy_node(ck_graph *g, ck_op op, const char *base, ck_value *x, ck_phase phase) {
@@ -364,7 +395,7 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
                 clone[f->id] = c;
                 out_nodes[no++] = c;
             }
-            g->n_segments++;
+            record_segment(g, seg, nf, s, out_nodes + gpos[ng - 1], no - gpos[ng - 1]);
         }
         /* the backward reads the clones */
         for (int k = 0; k < b->n_in; k++) {

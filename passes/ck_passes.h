@@ -34,6 +34,7 @@ typedef struct ck_options {
     const char *checkpoint_regex; /* nodes:REGEX */
     const char *block_regex;      /* --block-regex */
     bool offload;                 /* --offload: checkpoints go to the host pool */
+    const char *policy_name;      /* as the user wrote it, for reports ("blocks", "every:2") */
     /* BatchNormalization's running variance: the ONNX spec updates it with the biased batch
      * variance, PyTorch with the unbiased one, and PyTorch's exporter does not say which the model
      * meant. -1 (default): unbiased when the model's producer is PyTorch, else biased; 0/1 force. */

@@ -243,6 +243,24 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
     int tmax = 0;
     for (int t = 0; t <= nn; t++)
         if (live[t] > live[tmax]) tmax = t;
+    /* what holds the peak: forward activations kept for the backward vs everything transient */
+    int first_bwd = nn;
+    for (int i = 0; i < nn; i++)
+        if (g->nodes[i]->phase != CK_PHASE_FORWARD) {
+            first_bwd = i;
+            break;
+        }
+    p->peak_step = tmax < nn ? tmax : nn - 1;
+    for (int i = 0; i < nb; i++) {
+        buf *b = &bufs[i];
+        if (!b->v || b->v->role == CK_ROLE_GRAD || b->first > tmax || b->last < tmax) continue;
+        bool saved = b->v->producer->phase == CK_PHASE_FORWARD && b->last >= first_bwd;
+        if (saved) p->saved_bytes += b->bytes;
+        else p->transient_bytes += b->bytes;
+    }
+    p->timeline = ck_arena_alloc(g->arena, sizeof(int64_t) * (size_t)(nn + 1));
+    p->n_timeline = nn + 1;
+    for (int t = 0; t <= nn; t++) p->timeline[t] = p->static_bytes + live[t];
     p->dynamic_lower_bound = live[tmax];
     p->bytes[CK_MEM_ACTIVATIONS] = live[tmax] - live_ws[tmax] - live_gr[tmax];
     p->bytes[CK_MEM_WORKSPACE] = live_ws[tmax];

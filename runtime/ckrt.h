@@ -168,6 +168,13 @@ typedef struct ckrt_program {
     int64_t loss_offset;           /* training: the float32 scalar loss */
     int64_t host_bytes;            /* --offload: the host pool's planned size */
     int64_t offload_bytes;         /* copied to the host (and back) per step */
+    /* what the compiler knows about the plan, for the report and --timeline */
+    const char *report_json;       /* JSON members: policy, breakdown, FLOPs, segments, peak */
+    int n_timeline;
+    const int64_t *timeline;       /* planned device bytes in use at each step */
+    int backward_step, update_step, peak_step;
+    int n_recompute_steps;
+    const int *recompute_steps;    /* where each recompute group starts */
     int n_state;
     const ckrt_state *state;
 } ckrt_program;
