@@ -456,6 +456,7 @@ static int cmd_compile(int argc, char **argv) {
             break;
         }
         case O_CKPT:
+            o.policy_name = optarg;
             if (!strcmp(optarg, "none")) o.checkpoint = CK_CKPT_NONE;
             else if (!strcmp(optarg, "blocks")) o.checkpoint = CK_CKPT_BLOCKS;
             else if (!strcmp(optarg, "sqrt")) o.checkpoint = CK_CKPT_SQRT;

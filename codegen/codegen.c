@@ -364,7 +364,11 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
             g->n_outputs);
     if (train) {
         char *rep = report_members(g, o);
-        fprintf(f, "    .report_json = ");
+        char policy[256];
+        snprintf(policy, sizeof policy, "%s%s", o->policy_name ? o->policy_name : "none", g->plan.host_bytes ? "+offload" : "");
+        fprintf(f, "    .policy = ");
+        c_string(f, policy);
+        fprintf(f, ",\n    .report_json = ");
         c_string(f, rep ? rep : "");
         fprintf(f, ",\n");
         free(rep);

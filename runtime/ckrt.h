@@ -170,6 +170,7 @@ typedef struct ckrt_program {
     int64_t offload_bytes;         /* copied to the host (and back) per step */
     /* what the compiler knows about the plan, for the report and --timeline */
     const char *report_json;       /* JSON members: policy, breakdown, FLOPs, segments, peak */
+    const char *policy;            /* the checkpoint policy, e.g. "blocks+offload" */
     int n_timeline;
     const int64_t *timeline;       /* planned device bytes in use at each step */
     int backward_step, update_step, peak_step;
@@ -178,6 +179,19 @@ typedef struct ckrt_program {
     int n_state;
     const ckrt_state *state;
 } ckrt_program;
+
+/* One curve of a memory timeline: bytes in use per step, with the step where the backward
+ * starts and other marks (recompute groups). */
+typedef struct ckrt_curve {
+    const char *label;
+    int n;
+    const int64_t *bytes;
+    int backward_step;
+    int n_marks;
+    const int *marks;
+} ckrt_curve;
+/* Writes an SVG of the curves (through a temporary file). */
+int ckrt_timeline_svg(ckrt_ctx *c, const char *path, int n_curves, const ckrt_curve *curves);
 
 /* The generated program's main: returns the process exit status (0, or 2 on a user error). */
 int ckrt_main(const ckrt_program *p, int argc, char **argv);

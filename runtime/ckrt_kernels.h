@@ -265,15 +265,33 @@ CK_DEV float ck_k_batch_norm_infer(int64_t i, const float *x, const float *scale
     return (x[i] - mean[c]) * is * scale[c] + bias[c];
 }
 
+/* One normalized element of a training-mode BatchNormalization from the float statistics the
+ * forward saved: y = (x - mean) * inv_std (in double, rounded once) * scale + bias. The forward
+ * (ck_k_batch_norm_train_channel) and its recompute (ckptc.BatchNormApply) both call this with
+ * the same float arguments, so a recomputed y has the forward's bits. The float multiply-add is
+ * spelled with round-to-nearest intrinsics under CUDA so that no FMA contraction can make the
+ * two call sites (or the two backends) round differently. */
+CK_DEV float ck_k_batch_norm_apply1(float x, float mean, float inv_std, float scale, float bias) {
+    float nv = (float)(((double)x - (double)mean) * (double)inv_std);
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+    return __fadd_rn(__fmul_rn(nv, scale), bias);
+#else
+    return nv * scale + bias;
+#endif
+}
+
 /* Training, channel ch of x, y: (N, C, S): batch mean and biased variance over (N, S) in double
- * (two passes, fixed order), y normalized with them; then, each when non-NULL (all (C)):
- * run_mean = momentum * in_mean + (1 - momentum) * batch_mean, run_var likewise with the biased
- * batch variance (as the ONNX spec and its node tests define it; PyTorch's running_var uses the
- * unbiased variance instead), saved_mean = batch mean, saved_inv_std = 1 / sqrt(var + eps). */
+ * (two passes, fixed order), rounded to float (mean_f, inv_std_f = 1 / sqrt(var + eps)); every
+ * element normalized by ck_k_batch_norm_apply1 with them. Then, each when non-NULL (all (C)):
+ * run_mean = momentum * in_mean + (1 - momentum) * batch_mean and
+ * run_var = momentum * in_var + (1 - momentum) * var * (unbiased ? cnt / (cnt - 1) : 1), cnt = N * S
+ * (the ONNX spec and its node tests use the biased variance, PyTorch the unbiased one; cnt 1
+ * keeps the biased one), both from the double statistics; saved_mean = mean_f,
+ * saved_inv_std = inv_std_f. */
 CK_DEV void ck_k_batch_norm_train_channel(int64_t ch, float *y, float *run_mean, float *run_var, float *saved_mean,
                                           float *saved_inv_std, const float *x, const float *scale, const float *bias,
                                           const float *in_mean, const float *in_var, int64_t N, int64_t C, int64_t S,
-                                          float eps, float momentum) {
+                                          float eps, float momentum, int unbiased) {
     int64_t cnt = N * S;
     double s = 0.0;
     for (int64_t n = 0; n < N; n++)
@@ -286,16 +304,17 @@ CK_DEV void ck_k_batch_norm_train_channel(int64_t ch, float *y, float *run_mean,
             q += d * d;
         }
     double var = cnt > 0 ? q / (double)cnt : 0.0;
-    double is = 1.0 / sqrt(var + (double)eps);
+    float mean_f = (float)mu, inv_std_f = (float)(1.0 / sqrt(var + (double)eps));
     for (int64_t n = 0; n < N; n++)
         for (int64_t k = 0; k < S; k++) {
             int64_t i = (n * C + ch) * S + k;
-            y[i] = (float)((x[i] - mu) * is) * scale[ch] + bias[ch];
+            y[i] = ck_k_batch_norm_apply1(x[i], mean_f, inv_std_f, scale[ch], bias[ch]);
         }
+    double rv = unbiased && cnt > 1 ? var * ((double)cnt / (double)(cnt - 1)) : var;
     if (run_mean) run_mean[ch] = (float)((double)momentum * in_mean[ch] + (1.0 - (double)momentum) * mu);
-    if (run_var) run_var[ch] = (float)((double)momentum * in_var[ch] + (1.0 - (double)momentum) * var);
-    if (saved_mean) saved_mean[ch] = (float)mu;
-    if (saved_inv_std) saved_inv_std[ch] = (float)is;
+    if (run_var) run_var[ch] = (float)((double)momentum * in_var[ch] + (1.0 - (double)momentum) * rv);
+    if (saved_mean) saved_mean[ch] = mean_f;
+    if (saved_inv_std) saved_inv_std[ch] = inv_std_f;
 }
 
 /* ---------------------------------------------------------------- counter-based RNG, dropout */

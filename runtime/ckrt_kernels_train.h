@@ -96,4 +96,240 @@ CK_DEV void ck_k_adamw(int64_t i, float *p, const float *g, float *m, float *v, 
     p[i] -= (lr / bc1) * m[i] / denom;
 }
 
+/* ---------------------------------------------------------------- normalization backward (engineer D) */
+
+/* LayerNormalization backward, row r of dy, x, dx: (rows, cols); scale: (cols); mean, inv_std:
+ * (rows), the forward's float statistics. In double, with xhat = (x - mean) inv_std and
+ * g = dy scale: dx = inv_std (g - mean_cols(g) - xhat mean_cols(g xhat)), both sums in column
+ * order. */
+CK_DEV void ck_k_layer_norm_grad_row(int64_t r, float *dx, const float *dy, const float *x, const float *scale,
+                                     const float *mean, const float *inv_std, int64_t cols) {
+    const float *dyr = dy + r * cols, *xr = x + r * cols;
+    float *dxr = dx + r * cols;
+    double mu = mean[r], is = inv_std[r], s1 = 0.0, s2 = 0.0;
+    for (int64_t j = 0; j < cols; j++) {
+        double g = (double)dyr[j] * (double)scale[j];
+        s1 += g;
+        s2 += g * (((double)xr[j] - mu) * is);
+    }
+    double m1 = cols > 0 ? s1 / (double)cols : 0.0, m2 = cols > 0 ? s2 / (double)cols : 0.0;
+    for (int64_t j = 0; j < cols; j++) {
+        double g = (double)dyr[j] * (double)scale[j], xh = ((double)xr[j] - mu) * is;
+        dxr[j] = (float)(is * (g - m1 - xh * m2));
+    }
+}
+
+/* LayerNormalization backward, column j of dy, x: (rows, cols): dscale[j] = sum over rows of
+ * dy xhat, dbias[j] = sum over rows of dy (double, row order); dscale, dbias: (cols), either may
+ * be NULL; mean, inv_std: (rows). */
+CK_DEV void ck_k_layer_norm_grad_col(int64_t j, float *dscale, float *dbias, const float *dy, const float *x,
+                                     const float *mean, const float *inv_std, int64_t rows, int64_t cols) {
+    double ss = 0.0, sb = 0.0;
+    for (int64_t r = 0; r < rows; r++) {
+        double d = dy[r * cols + j];
+        sb += d;
+        ss += d * (((double)x[r * cols + j] - (double)mean[r]) * (double)inv_std[r]);
+    }
+    if (dscale) dscale[j] = (float)ss;
+    if (dbias) dbias[j] = (float)sb;
+}
+
+/* BatchNormalization (training mode) backward, channel ch of dy, x, dx: (N, C, S); scale, mean,
+ * inv_std, dscale, dbias: (C), mean / inv_std the float statistics the forward saved. Over the
+ * n = N S elements of the channel (double, in (N, S) order), xhat = (x - mean) inv_std:
+ * dbias = sum dy, dscale = sum dy xhat, dx = scale inv_std (dy - dbias / n - xhat dscale / n).
+ * dx, dscale, dbias may each be NULL. */
+CK_DEV void ck_k_batch_norm_grad_channel(int64_t ch, float *dx, float *dscale, float *dbias, const float *dy,
+                                         const float *x, const float *scale, const float *mean, const float *inv_std,
+                                         int64_t N, int64_t C, int64_t S) {
+    double mu = mean[ch], is = inv_std[ch], sb = 0.0, ss = 0.0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < S; k++) {
+            int64_t i = (n * C + ch) * S + k;
+            double d = dy[i];
+            sb += d;
+            ss += d * (((double)x[i] - mu) * is);
+        }
+    if (dscale) dscale[ch] = (float)ss;
+    if (dbias) dbias[ch] = (float)sb;
+    if (!dx) return;
+    int64_t cnt = N * S;
+    double mb = cnt > 0 ? sb / (double)cnt : 0.0, ms = cnt > 0 ? ss / (double)cnt : 0.0, k0 = (double)scale[ch] * is;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < S; k++) {
+            int64_t i = (n * C + ch) * S + k;
+            double xh = ((double)x[i] - mu) * is;
+            dx[i] = (float)(k0 * ((double)dy[i] - mb - xh * ms));
+        }
+}
+
+/* The recompute of a training-mode BatchNormalization, element i of x, y: (N, C, S) with
+ * c = (i / S) % C; scale, bias, mean, inv_std: (C), the statistics the forward saved. The same
+ * expression as the forward (ck_k_batch_norm_apply1), hence the same bits. */
+CK_DEV float ck_k_batch_norm_apply(int64_t i, const float *x, const float *scale, const float *bias, const float *mean,
+                                   const float *inv_std, int64_t C, int64_t S) {
+    int64_t c = (i / S) % C;
+    return ck_k_batch_norm_apply1(x[i], mean[c], inv_std[c], scale[c], bias[c]);
+}
+
+/* ---------------------------------------------------------------- conv, pool, gather, slice gradients
+ * (cpu_train_conv.c, cpu_train_move.c). Windows use ckrt_kernels_move.h's geometry (ck_k_tap,
+ * ck_k_pool); each body computes one element (or one line) of the gradient as a gather, so a
+ * GPU backend can run them one thread per element with no atomics. */
+#include "ckrt_kernels_move.h"
+
+/* The window (flat output position over out_sp) whose tap t reads input coordinates p, or -1
+ * when no window does (the tap would need a fractional, negative or past-the-end position).
+ * p, out_sp, k, strides, pads_begin, dilations: (nsp) */
+CK_DEV int64_t ck_k_tap_window(const int64_t *p, int64_t t, int nsp, const int64_t *out_sp, const int64_t *k,
+                               const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
+    int64_t s = 0, step = 1;
+    for (int d = nsp - 1; d >= 0; d--) {
+        int64_t kk = t % k[d], q;
+        t /= k[d];
+        q = p[d] + pads_begin[d] - kk * dilations[d];
+        if (q < 0 || q % strides[d] != 0) return -1;
+        q /= strides[d];
+        if (q >= out_sp[d]) return -1;
+        s += q * step;
+        step *= out_sp[d];
+    }
+    return s;
+}
+
+/* Element i of one image group's input gradient (Cg, in_sp...) from its column matrix
+ * col: (Cg * prod(k), prod(out_sp)) = w_g^T dy_g (col2im, the adjoint of ck_k_im2col): the sum of
+ * the column entries whose tap reads element i. Taps run in reverse row-major order, so the
+ * windows are visited in ascending row-major order. in_sp, out_sp, k, strides, pads_begin,
+ * dilations: (nsp) */
+CK_DEV float ck_k_col2im(int64_t i, const float *col, int nsp, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
+                         const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
+    int64_t p[CK_K_MAX_RANK], in_n = 1, out_n = 1, taps = 1;
+    for (int d = nsp - 1; d >= 0; d--) {
+        p[d] = (i / in_n) % in_sp[d];
+        in_n *= in_sp[d];
+        out_n *= out_sp[d];
+        taps *= k[d];
+    }
+    const float *rows = col + (i / in_n) * taps * out_n;
+    float sum = 0.0f;
+    for (int64_t t = taps - 1; t >= 0; t--) {
+        int64_t s = ck_k_tap_window(p, t, nsp, out_sp, k, strides, pads_begin, dilations);
+        if (s >= 0) sum += rows[t * out_n + s];
+    }
+    return sum;
+}
+
+/* Average pooling's divisor for output element o of (N*C, out_sp...): the taps of its window
+ * inside x (or, count_include_pad, inside [-pads_begin, in + pads_end)), as ck_k_pool counts
+ * them; the window is a box, so the count is the product of the per-axis counts. */
+CK_DEV int64_t ck_k_pool_divisor(int64_t o, int nsp, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
+                                 const int64_t *strides, const int64_t *pads_begin, const int64_t *pads_end,
+                                 const int64_t *dilations, int count_include_pad) {
+    int64_t count = 1;
+    for (int d = nsp - 1; d >= 0; d--) {
+        int64_t od = o % out_sp[d], lo = count_include_pad ? -pads_begin[d] : 0;
+        int64_t hi = count_include_pad ? in_sp[d] + pads_end[d] : in_sp[d], n = 0;
+        o /= out_sp[d];
+        for (int64_t kk = 0; kk < k[d]; kk++) {
+            int64_t q = ck_k_tap(od, kk, strides[d], pads_begin[d], dilations[d]);
+            n += q >= lo && q < hi;
+        }
+        count *= n;
+    }
+    return count;
+}
+
+/* Element i of dx: (N*C, in_sp...), the gradient of ck_k_pool through dy: (N*C, out_sp...), summed
+ * over the windows that read element i in ascending order. kind 0 (max): a window contributes
+ * dy when element i is its argmax, recomputed from x by ck_k_pool (the first maximum, as the
+ * forward chose); 1 (average): dy / its divisor (ck_k_pool_divisor). */
+CK_DEV float ck_k_pool_grad(int64_t i, int kind, const float *dy, const float *x, int nsp, const int64_t *in_sp,
+                            const int64_t *out_sp, const int64_t *k, const int64_t *strides, const int64_t *pads_begin,
+                            const int64_t *pads_end, const int64_t *dilations, int count_include_pad) {
+    int64_t p[CK_K_MAX_RANK], in_n = 1, out_n = 1, taps = 1;
+    for (int d = nsp - 1; d >= 0; d--) {
+        p[d] = (i / in_n) % in_sp[d];
+        in_n *= in_sp[d];
+        out_n *= out_sp[d];
+        taps *= k[d];
+    }
+    int64_t img = i / in_n;
+    float sum = 0.0f;
+    for (int64_t t = taps - 1; t >= 0; t--) {
+        int64_t s = ck_k_tap_window(p, t, nsp, out_sp, k, strides, pads_begin, dilations);
+        if (s < 0) continue;
+        int64_t o = img * out_n + s;
+        if (kind == 0) {
+            int64_t at = -1;
+            ck_k_pool(o, 0, x, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end, dilations, 0, &at);
+            if (at == i) sum += dy[o];
+        } else {
+            int64_t div = ck_k_pool_divisor(o, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end, dilations,
+                                            count_include_pad);
+            if (div > 0) sum += dy[o] / (float)div;
+        }
+    }
+    return sum;
+}
+
+/* The same gradient as a scatter, for a backend that runs windows one after another: adds output
+ * element o's share to dx (max: dy to its argmax; average: dy / divisor to each tap inside x).
+ * Over o = 0, 1, ... onto a zeroed dx, every dx element receives its windows in ascending order,
+ * as ck_k_pool_grad sums them: the same bits. */
+CK_DEV void ck_k_pool_grad_window(int64_t o, int kind, float *dx, const float *dy, const float *x, int nsp, const int64_t *in_sp,
+                                  const int64_t *out_sp, const int64_t *k, const int64_t *strides, const int64_t *pads_begin,
+                                  const int64_t *pads_end, const int64_t *dilations, int count_include_pad) {
+    if (kind == 0) {
+        int64_t at = -1;
+        ck_k_pool(o, 0, x, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end, dilations, 0, &at);
+        if (at >= 0) dx[at] += dy[o];
+        return;
+    }
+    int64_t div = ck_k_pool_divisor(o, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end, dilations, count_include_pad);
+    if (div <= 0) return;
+    float g = dy[o] / (float)div;
+    int64_t od[CK_K_MAX_RANK], in_n = 1, out_n = 1, taps = 1;
+    for (int d = nsp - 1; d >= 0; d--) {
+        od[d] = (o / out_n) % out_sp[d];
+        out_n *= out_sp[d];
+        in_n *= in_sp[d];
+        taps *= k[d];
+    }
+    float *img = dx + (o / out_n) * in_n;
+    for (int64_t t = 0; t < taps; t++) {
+        int64_t rem = t, flat = 0, step = 1;
+        int inside = 1;
+        for (int d = nsp - 1; d >= 0; d--) {
+            int64_t p = ck_k_tap(od[d], rem % k[d], strides[d], pads_begin[d], dilations[d]);
+            rem /= k[d];
+            if (p < 0 || p >= in_sp[d]) inside = 0;
+            flat += p * step;
+            step *= in_sp[d];
+        }
+        if (inside) img[flat] += g;
+    }
+}
+
+/* Gather's gradient on the lines (o, r), r in [r0, r1), of dx: (outer, len, inner): zero them,
+ * then add the rows of dy: (outer, n_idx, inner) in index order, so every element sums its
+ * contributions in index order however the lines are split (a GPU thread per (o, r): r1 = r0 + 1;
+ * the CPU a whole o: r0 = 0, r1 = inner). An index out of [-len, len) is skipped (the backend
+ * checks them first and reports it). idx: (n_idx), int64 when idx_i64 else int32. */
+CK_DEV void ck_k_gather_grad(int64_t o, int64_t r0, int64_t r1, float *dx, const float *dy, const void *idx, int idx_i64,
+                             int64_t len, int64_t inner, int64_t n_idx) {
+    float *d = dx + o * len * inner;
+    for (int64_t v = 0; v < len; v++)
+        for (int64_t r = r0; r < r1; r++) d[v * inner + r] = 0.0f;
+    for (int64_t j = 0; j < n_idx; j++) {
+        int64_t v = ck_k_gather_index(idx, idx_i64, j, len);
+        if (v < 0) continue;
+        const float *s = dy + (o * n_idx + j) * inner;
+        for (int64_t r = r0; r < r1; r++) d[v * inner + r] += s[r];
+    }
+}
+
+/* Slice's gradient: dx zeroed, then dy element j lands at ck_k_strided_src(j, rank, dy_dims,
+ * strides, base), the element Slice read it from (distinct for distinct j: no accumulation). */
+
 #endif

@@ -21,12 +21,12 @@ int ckrt_layer_norm(ckrt_ctx *c, float *y, float *mean, float *inv_std, const fl
 
 int ckrt_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var, float *saved_mean, float *saved_inv_std,
                     const float *x, const float *scale, const float *bias, const float *mean, const float *var,
-                    int64_t N, int64_t C, int64_t S, float eps, float momentum, int training) {
+                    int64_t N, int64_t C, int64_t S, float eps, float momentum, int training, int unbiased) {
     (void)c;
     if (training) {
         for (int64_t ch = 0; ch < C; ch++)
             ck_k_batch_norm_train_channel(ch, y, run_mean, run_var, saved_mean, saved_inv_std, x, scale, bias, mean, var,
-                                          N, C, S, eps, momentum);
+                                          N, C, S, eps, momentum, unbiased);
         return CKRT_OK;
     }
     for (int64_t i = 0; i < N * C * S; i++) y[i] = ck_k_batch_norm_infer(i, x, scale, bias, mean, var, C, S, eps);

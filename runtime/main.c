@@ -50,13 +50,14 @@ static const char *usage_train =
     "  --report FILE.json     losses, planned and measured peak memory, timings\n"
     "  --save-weights FILE    write the trained weights (loadable with --weights)\n"
     "  --weights FILE         weights file (default: weights.bin next to this program)\n"
-    "  --allow-nonfinite      keep going when the loss is NaN or infinite\n";
+    "  --allow-nonfinite      keep going when the loss is NaN or infinite\n"
+    "  --timeline FILE.svg    draw the planned live memory over the step\n";
 
 typedef struct run {
     const ckrt_program *p;
     ckrt_ctx c;
     const char *input_file[64];
-    const char *dump_dir, *report, *weights, *grads_dir, *params_dir, *save_weights;
+    const char *dump_dir, *report, *weights, *grads_dir, *params_dir, *save_weights, *timeline;
     uint64_t seed;
     int64_t steps;
     int allow_nonfinite;
@@ -262,6 +263,39 @@ static int write_npys(run *r, const char *dir, bool grads) {
     return CKRT_OK;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median step time; the first step (cold caches, page faults) is left out when there are more. */
+static double median_ms(const run *r) {
+    int64_t n = r->steps > 1 ? r->steps - 1 : r->steps;
+    double *t = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!t || n == 0) {
+        free(t);
+        return 0;
+    }
+    memcpy(t, r->step_seconds + (r->steps > 1), sizeof(double) * (size_t)n);
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    double m = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+    free(t);
+    return m * 1e3;
+}
+
+/* The table printed after training. */
+static void print_summary(const run *r) {
+    const ckrt_program *p = r->p;
+    static const char *cat[] = {"params", "inputs", "activations", "workspace", "grads", "optimizer state"};
+    printf("\n  memory (planned)        bytes\n");
+    for (int k = 0; k < CKRT_MEM_COUNT; k++)
+        if (p->planned_bytes[k]) printf("  %-20s %12lld\n", cat[k], (long long)p->planned_bytes[k]);
+    printf("  %-20s %12lld\n  %-20s %12lld\n", "planned peak", (long long)p->arena_bytes, "measured peak", (long long)r->measured);
+    if (p->host_bytes) printf("  %-20s %12lld\n", "host pool (offload)", (long long)p->host_bytes);
+    printf("  %-20s %12.3f ms (median)\n", "step time", median_ms(r));
+    if (training(r) && r->steps > 0) printf("  %-20s %12.6f -> %.6f\n", "loss", r->losses[0], r->losses[r->steps - 1]);
+}
+
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *q = (const unsigned char *)s; *q; q++) {
@@ -288,6 +322,16 @@ static int write_report(run *r) {
     for (int k = 0; k < CKRT_MEM_COUNT; k++) fprintf(f, "%s\"%s\": %lld", k ? ", " : "", cat[k], (long long)p->planned_bytes[k]);
     fprintf(f, "},\n  \"static_bytes\": %lld,\n  \"seed\": %llu,\n  \"steps\": %lld,\n", (long long)p->static_bytes,
             (unsigned long long)r->seed, (long long)r->steps);
+    if (p->report_json && *p->report_json) fprintf(f, "  %s,\n", p->report_json);
+    if (p->n_timeline) {
+        fprintf(f, "  \"timeline\": {\"backward_step\": %d, \"update_step\": %d, \"recompute_steps\": [", p->backward_step,
+                p->update_step);
+        for (int i = 0; i < p->n_recompute_steps; i++) fprintf(f, "%s%d", i ? ", " : "", p->recompute_steps[i]);
+        fprintf(f, "], \"bytes\": [");
+        for (int i = 0; i < p->n_timeline; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)p->timeline[i]);
+        fprintf(f, "]},\n");
+    }
+    fprintf(f, "  \"step_time_ms\": %.4f,\n", median_ms(r));
     fprintf(f, "  \"step_seconds\": [");
     for (int64_t i = 0; i < r->steps; i++) fprintf(f, "%s%.6f", i ? ", " : "", r->step_seconds[i]);
     fprintf(f, "],\n");
@@ -334,13 +378,14 @@ static int parse_args(run *r, int argc, char **argv) {
         {"report", required_argument, 0, 'r'}, {"weights", required_argument, 0, 'w'},    {"steps", required_argument, 0, 'n'},
         {"dump-grads", required_argument, 0, 'g'}, {"dump-params", required_argument, 0, 'p'},
         {"save-weights", required_argument, 0, 'W'}, {"allow-nonfinite", no_argument, 0, 'A'},
+        {"timeline", required_argument, 0, 'T'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     ckrt_ctx *c = &r->c;
     int ch;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         const char *opt = argv[optind - 1];
-        bool train_only = ch == 'n' || ch == 'g' || ch == 'p' || ch == 'W' || ch == 'A';
+        bool train_only = ch == 'n' || ch == 'g' || ch == 'p' || ch == 'W' || ch == 'A' || ch == 'T';
         if (train_only && !training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "%s: this is an inference program (see --help)", opt);
         if (ch == 'o' && training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "--dump-outputs: a training program's output is its loss; see --report");
         switch (ch) {
@@ -376,6 +421,7 @@ static int parse_args(run *r, int argc, char **argv) {
         case 'p': r->params_dir = optarg; break;
         case 'W': r->save_weights = optarg; break;
         case 'A': r->allow_nonfinite = 1; break;
+        case 'T': r->timeline = optarg; break;
         case 'h': printf(training(r) ? usage_train : usage_infer, argv[0]); return -1;
         case ':': return ckrt_fail(c, CKRT_ERR_USAGE, "option '%s' needs a value", opt);
         default: return ckrt_fail(c, CKRT_ERR_USAGE, "unknown option '%s' (see --help)", opt);
@@ -499,6 +545,11 @@ static int run_program(run *r, int argc, char **argv) {
         if (!rc && r->params_dir) rc = write_npys(r, r->params_dir, false);
         if (!rc && r->save_weights) rc = save_weights(r);
         if (!rc && r->report) rc = write_report(r);
+        if (!rc && r->timeline) {
+            ckrt_curve cv = {p->policy ? p->policy : p->name, p->n_timeline, p->timeline, p->backward_step, p->n_recompute_steps, p->recompute_steps};
+            rc = ckrt_timeline_svg(c, r->timeline, 1, &cv);
+        }
+        if (!rc && training(r)) print_summary(r);
         if (!rc)
             printf("%s: %lld step%s; planned peak %lld bytes, measured %lld bytes\n", p->name, (long long)r->steps,
                    r->steps == 1 ? "" : "s", (long long)p->arena_bytes, (long long)r->measured);

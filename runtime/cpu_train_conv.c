@@ -1,0 +1,145 @@
+/* cpu_train_conv.c — the CPU backend's convolution and pooling gradients.
+ *
+ * Conv's gradients go through GEMM like the forward (cpu_dense.c), one image and group at a
+ * time, with the column matrix col: (Cg * prod(k), prod(out_sp)) in the planned workspace
+ * (ck_ws_conv_grad):
+ *   input:  col = w_g^T dy_g, then dx_g = col2im(col) (ck_k_col2im: each dx element sums the
+ *           column entries that read it, in a fixed order);
+ *   weight: col = im2col(x_g), then dw_g += dy_g col^T, image after image (the first image
+ *           writes, the others accumulate), so dw is summed in image order.
+ * A 1x1, unit-stride, unpadded convolution needs no column matrix (x is its own), as in the
+ * forward; the planner then reserves no workspace, so the two tests below must agree exactly with
+ * ck_ws_conv_grad.
+ *
+ * Pooling's gradient runs the windows one after another (ck_k_pool_grad_window), which gives the
+ * bits of the per-element body ck_k_pool_grad (what a GPU runs) at a fraction of its work.
+ * Determinism: col2im and the pool bodies are one sequential sum per element in a fixed order;
+ * the GEMMs are as reproducible as the BLAS is (the same as the forward's).
+ */
+#include "ckrt.h"
+#include "ckrt_kernels_train.h"
+
+#include <cblas.h>
+#include <string.h>
+
+/* One image group's column matrix (Cg * prod(k), prod(out_sp)): element for element
+ * ck_k_im2col, row by row; the validity of the leading axes and their offset are found once per
+ * run of the last axis, which is then walked linearly. */
+static void im2col(float *col, const float *img, int64_t Cg, int nsp, const int64_t *in_sp, const int64_t *out_sp,
+                   const int64_t *k, const int64_t *st, const int64_t *pb, const int64_t *dl) {
+    int64_t out_n = 1, taps = 1, in_n = 1, instr[CKRT_MAX_RANK];
+    for (int d = nsp - 1; d >= 0; d--) {
+        instr[d] = in_n;
+        in_n *= in_sp[d];
+        out_n *= out_sp[d];
+        taps *= k[d];
+    }
+    int last = nsp - 1;
+    int64_t run = out_sp[last], n_runs = out_n / run;
+    for (int64_t r = 0; r < Cg * taps; r++) {
+        int64_t kk[CKRT_MAX_RANK], o[CKRT_MAX_RANK] = {0}, t = r % taps;
+        for (int d = last; d >= 0; d--) kk[d] = t % k[d], t /= k[d];
+        const float *src = img + (r / taps) * in_n;
+        float *dst = col + r * out_n;
+        int64_t p0 = ck_k_tap(0, kk[last], st[last], pb[last], dl[last]);
+        for (int64_t q = 0; q < n_runs; q++, dst += run) {
+            int inside = 1;
+            int64_t off = 0;
+            for (int d = 0; d < last; d++) {
+                int64_t p = ck_k_tap(o[d], kk[d], st[d], pb[d], dl[d]);
+                inside = inside && p >= 0 && p < in_sp[d];
+                off += p * instr[d];
+            }
+            for (int64_t j = 0; j < run; j++) {
+                int64_t p = p0 + j * st[last];
+                dst[j] = inside && p >= 0 && p < in_sp[last] ? src[off + p] : 0.0f;
+            }
+            for (int d = last - 1; d >= 0; d--) {
+                if (++o[d] < out_sp[d]) break;
+                o[d] = 0;
+            }
+        }
+    }
+}
+
+/* No column matrix needed: 1x1 kernel, no begin padding, output as large as the input. */
+static int direct_conv(int nsp, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k, const int64_t *pads_begin) {
+    for (int d = 0; d < nsp; d++)
+        if (k[d] != 1 || pads_begin[d] != 0 || in_sp[d] != out_sp[d]) return 0;
+    return 1;
+}
+
+static int64_t prod(int nsp, const int64_t *v) {
+    int64_t p = 1;
+    for (int d = 0; d < nsp; d++) p *= v[d];
+    return p;
+}
+
+int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w, float *ws, int nsp, int64_t N, int64_t C,
+                         int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
+                         const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
+    int64_t in_n = prod(nsp, in_sp), out_n = prod(nsp, out_sp), taps = prod(nsp, k);
+    int64_t Cg = C / group, Mg = M / group, R = Cg * taps;
+    if (N * C * in_n == 0) return CKRT_OK;
+    if (out_n == 0 || Mg == 0 || taps == 0) { /* no window reads x, or nothing flows back */
+        memset(dx, 0, sizeof(float) * (size_t)(N * C * in_n));
+        return CKRT_OK;
+    }
+    int direct = direct_conv(nsp, in_sp, out_sp, k, pads_begin);
+    if (!direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv gradient needs a workspace but none was planned");
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t g = 0; g < group; g++) {
+            float *dxg = dx + (n * C + g * Cg) * in_n;
+            const float *dyg = dy + (n * M + g * Mg) * out_n, *wg = w + g * Mg * R;
+            /* col (R, out_n) = w_g^T (R, Mg) @ dy_g (Mg, out_n); direct: col is dx_g itself */
+            float *col = direct ? dxg : ws;
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)R, (int)out_n, (int)Mg, 1.0f, wg, (int)R, dyg,
+                        (int)out_n, 0.0f, col, (int)out_n);
+            if (!direct)
+                for (int64_t i = 0; i < Cg * in_n; i++)
+                    dxg[i] = ck_k_col2im(i, col, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
+        }
+    }
+    return CKRT_OK;
+}
+
+int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *x, float *ws, int nsp, int64_t N, int64_t C,
+                          int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
+                          const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
+    int64_t in_n = prod(nsp, in_sp), out_n = prod(nsp, out_sp), taps = prod(nsp, k);
+    int64_t Cg = C / group, Mg = M / group, R = Cg * taps;
+    if (M * R == 0) return CKRT_OK;
+    if (N == 0 || out_n == 0) { /* no product at all: a zero gradient */
+        memset(dw, 0, sizeof(float) * (size_t)(M * R));
+        return CKRT_OK;
+    }
+    int direct = direct_conv(nsp, in_sp, out_sp, k, pads_begin);
+    if (!direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv gradient needs a workspace but none was planned");
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t g = 0; g < group; g++) {
+            const float *img = x + (n * C + g * Cg) * in_n, *dyg = dy + (n * M + g * Mg) * out_n, *col = img;
+            if (!direct) {
+                im2col(ws, img, Cg, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
+                col = ws;
+            }
+            /* dw_g (Mg, R) (+)= dy_g (Mg, out_n) @ col^T (out_n, R) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mg, (int)R, (int)out_n, 1.0f, dyg, (int)out_n, col,
+                        (int)out_n, n == 0 ? 0.0f : 1.0f, dw + g * Mg * R, (int)R);
+        }
+    }
+    return CKRT_OK;
+}
+
+int ckrt_pool_grad(ckrt_ctx *c, int kind, float *dx, const float *dy, const float *x, int nsp, int64_t N, int64_t C,
+                   const int64_t *in_sp, const int64_t *out_sp, const int64_t *k, const int64_t *strides,
+                   const int64_t *pads_begin, const int64_t *pads_end, const int64_t *dilations, int count_include_pad) {
+    if (kind != CKRT_POOL_MAX && kind != CKRT_POOL_AVG) return ckrt_fail(c, CKRT_ERR_INTERNAL, "pool gradient kind %d", kind);
+    /* the scatter form: windows in ascending order onto zeros, the bits of ck_k_pool_grad (which
+     * recomputes each window's argmax once per element it covers: taps times the work) */
+    int64_t n = N * C * prod(nsp, out_sp);
+    memset(dx, 0, sizeof(float) * (size_t)(N * C * prod(nsp, in_sp)));
+    for (int64_t o = 0; o < n; o++)
+        ck_k_pool_grad_window(o, kind == CKRT_POOL_MAX ? 0 : 1, dx, dy, x, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end,
+                              dilations, count_include_pad);
+    return CKRT_OK;
+}
