@@ -10,6 +10,7 @@
  * CK_ASSERT. Nothing here knows about protobuf.
  */
 #include "ck_codegen.h"
+#include "compare.h"
 #include "ck_frontend.h"
 
 #include <sys/stat.h>
@@ -36,6 +37,8 @@ static const char *usage_main =
     "  MODEL.onnx -o DIR    compile a training program into DIR (trainer.c, weights.bin,\n"
     "                       plan.json, Makefile; --infer: the forward pass only, model.c);\n"
     "                       `make -C DIR` builds it (see ckptc MODEL.onnx --help)\n"
+    "  compare A.json B.json ...  [--timeline FILE.svg]\n"
+    "                       trainer reports side by side, with ratios to the first\n"
     "  inspect MODEL.onnx   load a model, fold its shape subgraphs, infer every shape and print\n"
     "                       opset, producer, inputs/outputs, parameters, op histogram and nodes\n"
     "\n"
@@ -497,6 +500,28 @@ static int cmd_compile(int argc, char **argv) {
     return st ? EXIT_USER : 0;
 }
 
+static int cmd_compare(int argc, char **argv) {
+    static const struct option opts[] = {{"timeline", required_argument, 0, 't'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *svg = NULL;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': svg = optarg; break;
+        case 'h':
+            fputs("usage: ckptc compare A.json B.json ... [--timeline FILE.svg]\n\n"
+                  "Side-by-side table of trainer reports (--report), ratios to the first; --timeline draws\n"
+                  "their planned memory over the step in one SVG.\n", stdout);
+            return 0;
+        case ':': return user_error("option '%s' needs a value", argv[optind - 1]);
+        default: return user_error("unknown option '%s' (see ckptc compare --help)", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) return user_error("compare: give at least one report (see ckptc compare --help)");
+    return ck_compare(argc - optind, argv + optind, svg);
+}
+
 int main(int argc, char **argv) {
     for (int i = 0; i < argc; i++)
         snprintf(g_cmdline + strlen(g_cmdline), sizeof g_cmdline - strlen(g_cmdline), "%s%s", i ? " " : "",
@@ -515,6 +540,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "compare")) return cmd_compare(argc - 1, argv + 1);
     if (cmd[0] == '-') return user_error("unknown option '%s' (see ckptc --help)", cmd);
     if (strlen(cmd) > 5 && !strcmp(cmd + strlen(cmd) - 5, ".onnx")) return cmd_compile(argc, argv);
     return user_error("unknown command '%s' (see ckptc --help)", cmd);
