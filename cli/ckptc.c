@@ -75,6 +75,8 @@ static const char *usage_compile =
     "  --block-regex REGEX      what names a block for --checkpoint=blocks (the matched text is the key)\n"
     "  --offload                keep the segments' checkpoints in a host pool, reloaded (one segment\n"
     "                           ahead) before their backward\n"
+    "  --plan-only              print the memory plan; write nothing (no -o needed)\n"
+    "  --explain                list every activation kept, recomputed or offloaded, and why\n"
     "  -h, --help               show this help\n";
 
 static const char *usage_inspect =
@@ -352,6 +354,80 @@ static ck_status build_plan(const char *path, const ck_load_options *lo, const c
     return st;
 }
 
+/* --explain: what happens to every forward activation the backward needs, and why. */
+static void explain(const ck_graph *g) {
+    int nid = g->next_value_id;
+    /* per forward node id: its recompute clone, if any */
+    const ck_node **clone = calloc((size_t)g->next_node_id + 1, sizeof *clone);
+    int *readers = calloc((size_t)nid + 1, sizeof *readers), *clone_readers = calloc((size_t)nid + 1, sizeof *clone_readers);
+    bool *offloaded = calloc((size_t)nid + 1, 1);
+    if (!clone || !readers || !clone_readers || !offloaded) return;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        if (n->recompute_of) clone[n->recompute_of - 1] = n;
+        for (int k = 0; k < n->n_in; k++) {
+            const ck_value *v = n->in[k];
+            if (!v || n->phase == CK_PHASE_FORWARD) continue;
+            if (n->op == CK_OP_RELOAD) continue;
+            if (n->recompute_of) clone_readers[v->id]++;
+            else readers[v->id]++;
+        }
+        if (n->op == CK_OP_OFFLOAD) offloaded[n->in[0]->id] = true;
+    }
+    printf("\n%-11s %12s  %-40s %s\n", "activation", "bytes", "tensor", "why");
+    int64_t tot[4] = {0};
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        if (n->phase != CK_PHASE_FORWARD || n->recompute_of || n->op == CK_OP_OFFLOAD) continue;
+        for (int k = 0; k < n->n_out; k++) {
+            const ck_value *v = n->out[k];
+            if (!v || v->alias) continue;
+            const char *what;
+            char why[600];
+            int64_t b = (int64_t)ck_value_bytes(v);
+            if (offloaded[v->id]) {
+                what = "offloaded";
+                snprintf(why, sizeof why, "a segment checkpoint: to the host pool after '%s', reloaded one segment ahead", n->name);
+                tot[2] += b;
+            } else if (clone_readers[v->id]) {
+                what = "kept";
+                snprintf(why, sizeof why, "a segment checkpoint: recomputing its segment starts from it");
+                tot[0] += b;
+            } else if (readers[v->id]) {
+                what = "kept";
+                snprintf(why, sizeof why, "the backward reads it");
+                tot[0] += b;
+            } else if (clone[n->id]) {
+                what = "recomputed";
+                snprintf(why, sizeof why, "freed after the forward; '%s' reruns it before its segment's backward", clone[n->id]->name);
+                tot[1] += b;
+            } else {
+                continue; /* the backward never needs it: freed at its last forward use */
+            }
+            printf("%-11s %12lld  %-40.40s %s\n", what, (long long)b, v->name, why);
+        }
+    }
+    printf("total: kept %lld bytes, recomputed %lld bytes, offloaded %lld bytes\n", (long long)tot[0], (long long)tot[1],
+           (long long)tot[2]);
+    free(clone), free(readers), free(clone_readers), free(offloaded);
+}
+
+static void print_plan(const ck_graph *g) {
+    const ck_mem_plan *p = &g->plan;
+    printf("planned peak %lld bytes (device); host pool %lld bytes\n", (long long)p->arena_bytes, (long long)p->host_bytes);
+    for (int k = 0; k < CK_MEM_COUNT; k++)
+        if (p->bytes[k]) printf("  %-18s %12lld\n", ck_mem_cat_name((ck_mem_cat)k), (long long)p->bytes[k]);
+    printf("  at the peak: saved activations %lld, transient %lld\n", (long long)p->saved_bytes, (long long)p->transient_bytes);
+    if (g->n_nodes) {
+        const ck_node *pn = g->nodes[p->peak_step];
+        printf("peak at step %d of %d: '%s' (%s)\n", p->peak_step, g->n_nodes, pn->name, pn->recompute_of ? "recompute"
+               : pn->phase == CK_PHASE_FORWARD ? "forward" : pn->phase == CK_PHASE_BACKWARD ? "backward" : "update");
+    }
+    for (int i = 0; i < g->n_segments; i++)
+        printf("segment %-16s %s .. %s, checkpoints %lld bytes\n", g->segments[i].name, g->segments[i].first_node,
+               g->segments[i].last_node, (long long)g->segments[i].saved_bytes);
+}
+
 /* The whole compiler: load, passes, codegen. */
 static ck_status compile(const char *path, const ck_load_options *lo, const ck_options *o, const ck_codegen_options *co,
                          ck_diag *d) {
@@ -374,6 +450,12 @@ static ck_status compile(const char *path, const ck_load_options *lo, const ck_o
         }
         ck_graph_free(g2);
         ck_diag_clear(&d2);
+    }
+    if (!st && co->explain) explain(g);
+    if (!st && co->plan_only) {
+        print_plan(g);
+        ck_graph_free(g);
+        return CK_OK;
     }
     if (!st) st = ck_codegen(g, o, co, d);
     if (!st) {
@@ -400,7 +482,8 @@ static bool parse_double(const char *s, double lo, double *out) {
 }
 
 static int cmd_compile(int argc, char **argv) {
-    enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE, O_OFFLOAD };
+    enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE, O_OFFLOAD,
+           O_PLAN_ONLY, O_EXPLAIN };
     static const struct option opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
                                          {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
                                          {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
@@ -410,11 +493,13 @@ static int cmd_compile(int argc, char **argv) {
                                          {"beta1", required_argument, 0, O_B1}, {"beta2", required_argument, 0, O_B2},
                                          {"eps", required_argument, 0, O_EPS}, {"checkpoint", required_argument, 0, O_CKPT},
                                          {"block-regex", required_argument, 0, O_BLOCK_RE}, {"offload", no_argument, 0, O_OFFLOAD},
+                                         {"plan-only", no_argument, 0, O_PLAN_ONLY}, {"explain", no_argument, 0, O_EXPLAIN},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ck_dim_binding dims[64];
     int n_dims = 0, c;
     ck_options o = CK_OPTIONS_DEFAULT;
     const char *out = NULL;
+    bool plan_only = false, explain_it = false;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
@@ -476,6 +561,8 @@ static int cmd_compile(int argc, char **argv) {
             break;
         case O_BLOCK_RE: o.block_regex = optarg; break;
         case O_OFFLOAD: o.offload = true; break;
+        case O_PLAN_ONLY: plan_only = true; break;
+        case O_EXPLAIN: explain_it = true; break;
         case 'h': fputs(usage_compile, stdout); return 0;
         case ':': return user_error("option '%s' needs a value", flag);
         default: return user_error("unknown option '%s' (see ckptc --help)", flag);
@@ -485,12 +572,12 @@ static int cmd_compile(int argc, char **argv) {
     if (o.infer && (o.checkpoint != CK_CKPT_NONE || o.offload)) return user_error("--checkpoint and --offload apply to training programs, not --infer");
     if (o.offload && o.checkpoint == CK_CKPT_NONE) return user_error("--offload moves the checkpoints of a --checkpoint policy to the host; choose one (e.g. --checkpoint=blocks)");
     if (optind + 1 < argc) return user_error("unexpected argument '%s' (one model at a time)", argv[optind + 1]);
-    if (!out) return user_error("missing -o DIR: where to write the program");
+    if (!out && !plan_only) return user_error("missing -o DIR: where to write the program (or --plan-only)");
     const char *path = argv[optind];
     char inc[4200], lib[4200];
     ckrt_paths(inc, lib, sizeof inc);
     ck_codegen_options co = {.out_dir = out, .command_line = g_cmdline, .ckrt_include = inc, .ckrt_lib = lib,
-                             .program_name = o.infer ? "model" : "trainer"};
+                             .program_name = o.infer ? "model" : "trainer", .plan_only = plan_only, .explain = explain_it};
     ck_load_options lo = {.dims = dims, .n_dims = n_dims};
     ck_diag d = {0};
     ck_status st = compile(path, &lo, &o, &co, &d);

@@ -20,6 +20,7 @@ typedef struct ck_codegen_options {
     const char *ckrt_include;  /* directory of ckrt.h */
     const char *ckrt_lib;      /* directory of libckrt.a */
     const char *program_name;  /* the generated executable's name ("model") */
+    bool plan_only, explain;   /* CLI: print the plan / the kept-recomputed-offloaded list */
 } ck_codegen_options;
 
 ck_status ck_codegen(const ck_graph *g, const ck_options *o, const ck_codegen_options *co, ck_diag *d);
