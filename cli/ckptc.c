@@ -71,7 +71,8 @@ static const char *usage_compile =
     "checkpointing:\n"
     "  --checkpoint=POLICY      none (default), blocks (repeated module scopes such as /layers.N/),\n"
     "                           every:K (a segment every K cut points), sqrt (about sqrt(n) segments),\n"
-    "                           nodes:REGEX (boundaries after matching nodes)\n"
+    "                           nodes:REGEX (boundaries after matching nodes), budget:SIZE (the least\n"
+    "                           recompute that plans the whole step within SIZE, e.g. 512MiB, 2GiB)\n"
     "  --block-regex REGEX      what names a block for --checkpoint=blocks (the matched text is the key)\n"
     "  --offload                keep the segments' checkpoints in a host pool, reloaded (one segment\n"
     "                           ahead) before their backward\n"
@@ -428,12 +429,104 @@ static void print_plan(const ck_graph *g) {
                g->segments[i].last_node, (long long)g->segments[i].saved_bytes);
 }
 
+/* budget:SIZE. Candidates are the blocks policy's segments (cut points when names carry no
+ * blocks). Starting from no recompute, segments are tried in order of activation bytes per FLOP
+ * (most memory for the least recompute first); a step is kept only if it lowers the planned
+ * peak, and the search stops at the first plan within SIZE. The sequence does not depend on SIZE
+ * and every kept step lowers the peak, so a larger budget stops earlier at a peak that is no
+ * lower: the peak is monotone in SIZE. Each step is a full plan, so the planner's own numbers
+ * (fragmentation included) decide, not an estimate. */
+static ck_status plan_budget(const char *path, const ck_load_options *lo, const ck_options *o, ck_graph **out, ck_diag *d) {
+    ck_options t = *o;
+    t.checkpoint = CK_CKPT_NONE;
+    ck_graph *best = NULL, *g = NULL;
+    ck_status st = build_plan(path, lo, &t, &best, d);
+    if (st || best->plan.arena_bytes <= o->budget) {
+        *out = best;
+        if (!st) printf("ckptc: budget %lld bytes: met without recompute (peak %lld)\n", (long long)o->budget,
+                        (long long)best->plan.arena_bytes);
+        return st;
+    }
+    int64_t none_peak = best->plan.arena_bytes;
+    t = *o; /* all candidates recomputed, to learn them */
+    st = build_plan(path, lo, &t, &g, d);
+    if (st) {
+        ck_graph_free(best);
+        *out = g;
+        return st;
+    }
+    int nc = g->n_candidates;
+    int *order = malloc(sizeof(int) * (size_t)(nc + 1));
+    bool *set = calloc((size_t)nc + 1, 1);
+    double *score = malloc(sizeof(double) * (size_t)(nc + 1));
+    for (int k = 0; k < nc; k++) {
+        order[k] = k;
+        score[k] = (double)g->cand_bytes[k] / (double)(g->cand_flops[k] + 1);
+    }
+    for (int a = 1; a < nc; a++) /* insertion sort: stable, nc is small */
+        for (int b = a; b > 0 && score[order[b]] > score[order[b - 1]]; b--) {
+            int x = order[b];
+            order[b] = order[b - 1], order[b - 1] = x;
+        }
+    ck_graph *all = g;
+    int chosen = 0;
+    for (int k = 0; k < nc && best->plan.arena_bytes > o->budget; k++) {
+        if (all->cand_bytes[order[k]] == 0) continue;
+        set[order[k]] = true;
+        t = *o;
+        t.recompute_set = set, t.n_recompute_set = nc;
+        ck_diag d2 = {0};
+        g = NULL;
+        if (build_plan(path, lo, &t, &g, &d2) == CK_OK && g->plan.arena_bytes < best->plan.arena_bytes) {
+            ck_graph_free(best);
+            best = g;
+            chosen++;
+        } else {
+            set[order[k]] = false; /* no lower peak: not worth its recompute */
+            ck_graph_free(g);
+        }
+        ck_diag_clear(&d2);
+    }
+    if (all->plan.arena_bytes < best->plan.arena_bytes && best->plan.arena_bytes > o->budget && all->plan.arena_bytes <= o->budget) {
+        ck_graph_free(best);
+        best = all;
+        all = NULL;
+    }
+    st = CK_OK;
+    if (best->plan.arena_bytes > o->budget) {
+        const ck_graph *m = all && all->plan.arena_bytes < best->plan.arena_bytes ? all : best;
+        ck_diag_add(d, "budget:%lld cannot be met: the smallest planned peak ckptc reaches is %lld bytes (no recompute: %lld)%s",
+                    (long long)o->budget, (long long)m->plan.arena_bytes, (long long)none_peak,
+                    o->offload ? "" : "; --offload may lower it");
+        const ck_mem_plan *p = &m->plan;
+        ck_diag_add(d, "at that peak (step %d, '%s'): params %lld, grads %lld, optimizer state %lld, activations %lld, workspace %lld bytes",
+                    p->peak_step, m->n_nodes ? m->nodes[p->peak_step]->name : "", (long long)p->bytes[CK_MEM_PARAMS],
+                    (long long)p->bytes[CK_MEM_GRADS], (long long)p->bytes[CK_MEM_OPT_STATE],
+                    (long long)p->bytes[CK_MEM_ACTIVATIONS], (long long)p->bytes[CK_MEM_WORKSPACE]);
+        for (int i = 0, shown = 0; i < m->n_values && shown < 5; i++) {
+            const ck_value *v = m->values[i];
+            if (!v->producer || v->alias || v->host || v->live_first > p->peak_step || v->live_last < p->peak_step) continue;
+            if ((int64_t)ck_value_bytes(v) * 20 < p->bytes[CK_MEM_ACTIVATIONS]) continue; /* the big ones */
+            ck_diag_add(d, "  live at the peak: '%s' (%lld bytes) from '%s'", v->name, (long long)ck_value_bytes(v), v->producer->name);
+            shown++;
+        }
+        st = CK_ERR_USAGE;
+    } else {
+        printf("ckptc: budget %lld bytes: recomputing %d of %d segments; planned peak %lld (no recompute: %lld)\n",
+               (long long)o->budget, best == all ? best->n_segments : chosen, nc, (long long)best->plan.arena_bytes, (long long)none_peak);
+    }
+    if (all && all != best) ck_graph_free(all);
+    free(order), free(set), free(score);
+    *out = best;
+    return st;
+}
+
 /* The whole compiler: load, passes, codegen. */
 static ck_status compile(const char *path, const ck_load_options *lo, const ck_options *o, const ck_codegen_options *co,
                          ck_diag *d) {
     ck_graph *g = NULL;
-    ck_status st = build_plan(path, lo, o, &g, d);
-    if (!st && o->offload) {
+    ck_status st = o->checkpoint == CK_CKPT_BUDGET ? plan_budget(path, lo, o, &g, d) : build_plan(path, lo, o, &g, d);
+    if (!st && o->offload && o->checkpoint != CK_CKPT_BUDGET) {
         /* --offload must never raise the device peak: the placement heuristic can lose a few
          * bytes to fragmentation that the shorter lifetimes do not win back; then keep the
          * checkpoints on the device */
@@ -470,6 +563,26 @@ static ck_status compile(const char *path, const ck_load_options *lo, const ck_o
     }
     ck_graph_free(g);
     return st;
+}
+
+/* "512MiB", "2GiB", "1.5GB", "1000000" (bytes): binary (KiB, MiB, GiB) and decimal (KB, MB, GB)
+ * units, B optional. */
+static bool parse_size(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v > 0)) return false;
+    static const struct { const char *u; double m; } units[] = {{"", 1},       {"B", 1},          {"KiB", 1024.0},
+                                                                 {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"KB", 1e3},
+                                                                 {"MB", 1e6},  {"GB", 1e9},       {"TiB", 1099511627776.0}};
+    for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
+        if (!strcmp(end, units[k].u)) {
+            double b = v * units[k].m;
+            if (b >= 9e18) return false;
+            *out = (int64_t)b;
+            return *out > 0;
+        }
+    return false;
 }
 
 static bool parse_double(const char *s, double lo, double *out) {
@@ -553,6 +666,9 @@ static int cmd_compile(int argc, char **argv) {
                 long k = strtol(optarg + 6, &end, 10);
                 if (end == optarg + 6 || *end || k < 1 || k > 1000000) return user_error("--checkpoint '%s': every:K needs K >= 1", optarg);
                 o.checkpoint = CK_CKPT_EVERY, o.checkpoint_k = (int)k;
+            } else if (!strncmp(optarg, "budget:", 7)) {
+                if (!parse_size(optarg + 7, &o.budget)) return user_error("--checkpoint '%s': budget:SIZE needs a size such as 512MiB, 2GiB or 1000000", optarg);
+                o.checkpoint = CK_CKPT_BUDGET;
             } else if (!strncmp(optarg, "nodes:", 6) && optarg[6]) {
                 o.checkpoint = CK_CKPT_NODES, o.checkpoint_regex = optarg + 6;
             } else {

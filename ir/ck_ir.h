@@ -261,6 +261,9 @@ typedef struct ck_graph {
     ck_value **train_params, **train_grads;
     int n_segments;        /* segments recomputed by the checkpoint pass */
     ck_segment *segments;
+    int n_candidates;      /* segments the policy formed (recomputed or not), with their */
+    int64_t *cand_flops;   /* forward FLOPs (the cost of recomputing them) and */
+    int64_t *cand_bytes;   /* activation bytes (what recomputing them can free) */
 } ck_graph;
 
 ck_graph *ck_graph_new(void);

@@ -89,7 +89,8 @@ static int segment(ck_graph *g, const ck_options *o, int nf, int *seg, ck_diag *
     switch (o->checkpoint) {
     case CK_CKPT_NONE:
         break;
-    case CK_CKPT_BLOCKS: {
+    case CK_CKPT_BLOCKS:
+    case CK_CKPT_BUDGET: {
         regex_t re;
         bool user = o->block_regex && *o->block_regex;
         if (user && regcomp(&re, o->block_regex, REG_EXTENDED) != 0) {
@@ -353,6 +354,20 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
     /* the last segment whose backward comes first is left alone */
     int last_seg = -1;
     for (int i = nf - 1; i >= 0 && last_seg < 0; i--) last_seg = seg[i];
+    /* every candidate's cost and size, for the budget search; then its choice of segments */
+    g->n_candidates = nseg;
+    g->cand_flops = ck_arena_alloc(g->arena, sizeof(int64_t) * (size_t)(nseg + 1));
+    g->cand_bytes = ck_arena_alloc(g->arena, sizeof(int64_t) * (size_t)(nseg + 1));
+    for (int i = 0; i < nf; i++) {
+        if (seg[i] < 0) continue;
+        g->cand_flops[seg[i]] += ck_node_flops(g->nodes[i]);
+        for (int k = 0; k < g->nodes[i]->n_out; k++)
+            if (g->nodes[i]->out[k]) g->cand_bytes[seg[i]] += (int64_t)ck_value_bytes(g->nodes[i]->out[k]);
+    }
+    if (last_seg >= 0) g->cand_bytes[last_seg] = 0; /* never recomputed */
+    bool *skip = calloc((size_t)nseg + 1, 1);
+    CK_ASSERT(skip);
+    for (int k = 0; k < nseg; k++) skip[k] = o->recompute_set && (k >= o->n_recompute_set || !o->recompute_set[k]);
 
     ck_node **clone = calloc((size_t)nid + 1, sizeof *clone); /* by forward node id: its clone */
     /* offload bookkeeping: recompute groups in backward order, where each starts, and which
@@ -371,7 +386,7 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
             ck_value *v = b->in[k];
             if (!v || v->id >= nid || !v->producer || !is_forward(v->producer)) continue;
             int s = vseg[v->id];
-            if (s < 0 || s == last_seg || done_seg[s] || read_outside[v->id]) continue;
+            if (s < 0 || s == last_seg || done_seg[s] || skip[s] || read_outside[v->id]) continue;
             done_seg[s] = true;
             gseg[ng] = s, gpos[ng++] = no;
             /* clone the whole segment in forward order; unused clones are dropped as dead code */
@@ -412,6 +427,6 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
     g->n_nodes = no;
     ck_graph_remove_dead(g);
     if (o->offload && ng > 0) offload(g, nf, nid, gpos, ng);
-    free(seg), free(vseg), free(read_outside), free(clone), free(out_nodes), free(done_seg), free(gseg), free(gpos);
+    free(seg), free(vseg), free(read_outside), free(clone), free(out_nodes), free(done_seg), free(gseg), free(gpos), free(skip);
     return ck_graph_verify(g, d);
 }

@@ -16,7 +16,7 @@
 
 typedef enum { CK_LOSS_CROSS_ENTROPY, CK_LOSS_MSE, CK_LOSS_OUTPUT } ck_loss_kind;
 typedef enum { CK_OPT_SGD, CK_OPT_MOMENTUM, CK_OPT_ADAMW } ck_opt_kind;
-typedef enum { CK_CKPT_NONE, CK_CKPT_BLOCKS, CK_CKPT_EVERY, CK_CKPT_SQRT, CK_CKPT_NODES } ck_ckpt_kind;
+typedef enum { CK_CKPT_NONE, CK_CKPT_BLOCKS, CK_CKPT_EVERY, CK_CKPT_SQRT, CK_CKPT_NODES, CK_CKPT_BUDGET } ck_ckpt_kind;
 
 typedef struct ck_options {
     bool infer;             /* --infer: forward only */
@@ -35,6 +35,9 @@ typedef struct ck_options {
     const char *block_regex;      /* --block-regex */
     bool offload;                 /* --offload: checkpoints go to the host pool */
     const char *policy_name;      /* as the user wrote it, for reports ("blocks", "every:2") */
+    int64_t budget;               /* budget:SIZE, bytes */
+    const bool *recompute_set;    /* when set: only these candidate segments are recomputed */
+    int n_recompute_set;
     /* BatchNormalization's running variance: the ONNX spec updates it with the biased batch
      * variance, PyTorch with the unbiased one, and PyTorch's exporter does not say which the model
      * meant. -1 (default): unbiased when the model's producer is PyTorch, else biased; 0/1 force. */
