@@ -408,7 +408,7 @@ static int parse_args(run *r, int argc, char **argv) {
         }
         case 's': CKRT_TRY(parse_u64(c, "--seed", optarg, &r->seed, 0)); break;
         case 'n': {
-            uint64_t v;
+            uint64_t v = 0;
             CKRT_TRY(parse_u64(c, "--steps", optarg, &v, 1));
             if (v > 100000000) return ckrt_fail(c, CKRT_ERR_USAGE, "--steps %llu: at most 100000000", (unsigned long long)v);
             r->steps = (int64_t)v;

@@ -3,9 +3,10 @@
 #
 # Rerun from the repository root with Debian's Python (it has torch, onnx, numpy):
 #
-#     /usr/bin/python3 samples/export.py
+#     /usr/bin/python3 samples/export.py            # every sample
+#     /usr/bin/python3 samples/export.py gpt4       # only the named sample(s)
 #
-# It (re)writes, for each model NAME in mlp, gpt, bert, resnet, gpt_deep:
+# It (re)writes, for each model NAME in mlp, gpt, bert, resnet, gpt_deep, gpt4:
 #
 #   samples/NAME.onnx              the model, exported in TRAINING mode at opset 17 without constant
 #                                  folding, so Dropout and BatchNormalization keep their training
@@ -16,9 +17,9 @@
 #                                  model's state_dict entry (tracing runs one training-mode forward
 #                                  that bumps BatchNorm running stats; we put the initial ones back).
 #   samples/NAME.json              input/output names, dtypes and shapes (plus the symbolic dim
-#                                  bindings, e.g. {"batch": 8} for mlp), node count, op_type
-#                                  histogram, opset, checker result, a few node names, and a note on
-#                                  how the reference output was computed.
+#                                  bindings, e.g. {"batch": 8} for mlp, {"batch": 4} for gpt4),
+#                                  node count, op_type histogram, opset, checker result, a few node
+#                                  names, and a note on how the reference output was computed.
 #   samples/NAME.in.INPUT.npy      a fixed example input,
 #   samples/NAME.out.OUTPUT.npy    PyTorch's output for that input with dropout disabled (p = 0) and
 #                                  everything else, BatchNorm included, in training mode.
@@ -31,12 +32,18 @@
 #                                  loss = F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1))
 #                                  (mean) of the same dropout-off, training-mode forward as above;
 #   samples/resnet.after_step/B.npy  BatchNorm running_mean/running_var after that one forward;
-#   samples/NAME.sgd_step/P.npy    (mlp, gpt) every parameter after one torch.optim.SGD(lr=0.1) step.
+#   samples/NAME.sgd_step/P.npy    (mlp, gpt, gpt4) every parameter after one
+#                                  torch.optim.SGD(lr=0.1) step.
 #
 # A float64 finite-difference spot check of a few recorded gradient elements is printed (not stored).
 #
 # Everything is seeded (weights and example inputs), so a rerun writes the same bytes.
-# The models are small on purpose (every .onnx is well under 1 MB).
+# The models are small on purpose (every .onnx is under 1 MB; gpt4, the largest, is ~0.97 MB).
+#
+# gpt4 is the gpt model scaled up (4 blocks, d_model 64, 4 heads, T = 64 with a 64-entry position
+# table, vocab 97, dropout 0.1) and, unlike gpt, exported with a DYNAMIC batch axis `batch` on
+# `idx` and `logits`: the ONNX file has a symbolic dim, and the x.size() calls in forward become
+# real Shape/Gather/Unsqueeze/Concat subgraphs for the batch dimension. Its references use batch 4.
 
 import copy
 import collections
@@ -265,6 +272,13 @@ SAMPLES = [
     dict(name="gpt_deep", model=lambda: GPT(n_layer=12),
          inputs=["idx"], example=lambda g: [tokens(g, (2, 16))],
          outputs=["logits"], dynamic_axes=None, dims={}),
+    dict(name="gpt4", model=lambda: GPT(vocab=97, block_size=64, d_model=64, n_head=4, n_layer=4,
+                                        dropout=0.1),
+         inputs=["idx"], example=lambda g: [tokens(g, (4, 64))],
+         outputs=["logits"],
+         dynamic_axes={"idx": {0: "batch"}, "logits": {0: "batch"}}, dims={"batch": 4},
+         labels=next_token_labels, sgd=True,
+         fd_params=["blocks.0.attn.qkv.weight", "blocks.3.ln1.weight"]),
 ]
 
 REFERENCE_NOTE = (
@@ -630,12 +644,20 @@ def export_one(spec):
     return not unnamed and checker == "pass"
 
 
-def main():
+def main(argv):
+    """Export every sample, or only those named on the command line."""
+    known = [s["name"] for s in SAMPLES]
+    unknown = [a for a in argv if a not in known]
+    if unknown:
+        print("unknown sample(s) %s; known: %s" % (", ".join(unknown), ", ".join(known)),
+              file=sys.stderr)
+        return 2
     ok = True
     for spec in SAMPLES:
-        ok &= export_one(spec)
+        if not argv or spec["name"] in argv:
+            ok &= export_one(spec)
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
