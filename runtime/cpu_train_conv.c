@@ -7,9 +7,9 @@
  *           column entries that read it, in a fixed order);
  *   weight: col = im2col(x_g), then dw_g += dy_g col^T, image after image (the first image
  *           writes, the others accumulate), so dw is summed in image order.
- * A 1x1, unit-stride, unpadded convolution needs no column matrix (x is its own), as in the
- * forward; the planner then reserves no workspace, so the two tests below must agree exactly with
- * ck_ws_conv_grad.
+ * A 1x1 convolution with no begin padding and an output as large as its input needs no column
+ * matrix (x, or dx, is its own), as in the forward; the planner then reserves no workspace, so
+ * direct_conv below must agree exactly with ck_ws_conv_grad (ir/infer_train.c).
  *
  * Pooling's gradient runs the windows one after another (ck_k_pool_grad_window), which gives the
  * bits of the per-element body ck_k_pool_grad (what a GPU runs) at a fraction of its work.
