@@ -274,6 +274,8 @@ ck_value *ck_graph_add_value(ck_graph *g, const char *name, ck_dtype dt, int ran
 ck_node *ck_graph_add_node(ck_graph *g, ck_op op, const char *name, int n_in, ck_value **in, int n_out);
 void ck_node_add_attr(ck_graph *g, ck_node *n, ck_attr a);
 void ck_graph_set_outputs(ck_graph *g, int n, ck_value **outs);
+/* Replaces the node list (a pass's new schedule), growing the array as needed. */
+void ck_graph_set_nodes(ck_graph *g, int n, ck_node **nodes);
 void ck_graph_set_inputs(ck_graph *g, int n, ck_value **ins);
 /* Drops nodes whose outputs reach no graph output, and values nothing uses. */
 void ck_graph_remove_dead(ck_graph *g);

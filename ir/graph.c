@@ -264,6 +264,17 @@ static ck_value **ck_copy_values(ck_graph *g, int n, ck_value **vs) {
     return p;
 }
 
+void ck_graph_set_nodes(ck_graph *g, int n, ck_node **nodes) {
+    if (n > g->cap_nodes) {
+        ck_node **p = ck_arena_alloc(g->arena, sizeof *p * (size_t)n);
+        CK_ASSERT(p);
+        g->nodes = p;
+        g->cap_nodes = n;
+    }
+    memmove(g->nodes, nodes, sizeof *nodes * (size_t)n);
+    g->n_nodes = n;
+}
+
 void ck_graph_set_outputs(ck_graph *g, int n, ck_value **outs) {
     g->outputs = ck_copy_values(g, n, outs);
     g->n_outputs = n;

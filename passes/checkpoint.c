@@ -317,8 +317,7 @@ static void offload(ck_graph *g, int nf, int nid, const int *gpos, int ng) {
         for (int r = 0; i < nf && r < n->n_out; r++)
             if (n->out[r] && n->out[r]->id < nid && host_of[n->out[r]->id]) out[no++] = host_of[n->out[r]->id];
     }
-    memcpy(g->nodes, out, sizeof(ck_node *) * (size_t)no);
-    g->n_nodes = no;
+    ck_graph_set_nodes(g, no, out);
     for (int i = 0; i <= nn; i++) free(due[i]);
     free(due), free(ndue), free(at), free(reload), free(host_of), free(out), free(grp), free(cand), free(first);
 }
@@ -423,8 +422,7 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
         }
         out_nodes[no++] = b;
     }
-    memcpy(g->nodes, out_nodes, sizeof(ck_node *) * (size_t)no);
-    g->n_nodes = no;
+    ck_graph_set_nodes(g, no, out_nodes);
     ck_graph_remove_dead(g);
     if (o->offload && ng > 0) offload(g, nf, nid, gpos, ng);
     free(seg), free(vseg), free(read_outside), free(clone), free(out_nodes), free(done_seg), free(gseg), free(gpos), free(skip);

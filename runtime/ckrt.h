@@ -110,6 +110,8 @@ typedef struct ckrt_backend {
 } ckrt_backend;
 
 extern const ckrt_backend ckrt_cpu_backend;
+/* Pins the CPU backend's BLAS to one thread (called by ckrt_main; see cpu_dense.c). */
+void ckrt_cpu_init(void);
 
 /* ---------------------------------------------------------------- .npy files */
 

@@ -155,3 +155,8 @@ int ckrt_pool(ckrt_ctx *c, int kind, float *y, int64_t *indices, const float *x,
     }
     return CKRT_OK;
 }
+
+/* OpenBLAS may split a product differently with the thread count, and then a sum's order (and
+ * its last bits) changes; measured here with 512x576x1024 at 1 vs 2 threads. Determinism whatever
+ * the thread count comes first: GEMMs run single-threaded. */
+void ckrt_cpu_init(void) { openblas_set_num_threads(1); }

@@ -566,6 +566,7 @@ int ckrt_main(const ckrt_program *p, int argc, char **argv) {
     memset(&r, 0, sizeof r);
     r.p = p;
     r.c.be = &ckrt_cpu_backend;
+    ckrt_cpu_init();
     int rc = run_program(&r, argc, argv);
     free(r.losses);
     free(r.step_seconds);
