@@ -56,6 +56,8 @@ static const char *usage_compile =
     "  --infer                  forward pass only (an inference program, DIR/model)\n"
     "  --dim NAME=N             bind the symbolic input dimension NAME to N\n"
     "  --disable-dropout        treat every Dropout as the identity\n"
+    "  --bn-running-var=KIND    BatchNorm's running variance update: biased (the ONNX spec), unbiased\n"
+    "                           (PyTorch), or auto (default: unbiased when the producer is PyTorch)\n"
     "training:\n"
     "  --loss=KIND              cross_entropy (default; adds int64 input 'labels'), mse (adds float input\n"
     "                           'target'), output (the model's output is the loss)\n"
@@ -596,7 +598,7 @@ static bool parse_double(const char *s, double lo, double *out) {
 
 static int cmd_compile(int argc, char **argv) {
     enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE, O_OFFLOAD,
-           O_PLAN_ONLY, O_EXPLAIN };
+           O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR };
     static const struct option opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
                                          {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
                                          {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
@@ -607,6 +609,7 @@ static int cmd_compile(int argc, char **argv) {
                                          {"eps", required_argument, 0, O_EPS}, {"checkpoint", required_argument, 0, O_CKPT},
                                          {"block-regex", required_argument, 0, O_BLOCK_RE}, {"offload", no_argument, 0, O_OFFLOAD},
                                          {"plan-only", no_argument, 0, O_PLAN_ONLY}, {"explain", no_argument, 0, O_EXPLAIN},
+                                         {"bn-running-var", required_argument, 0, O_BN_VAR},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ck_dim_binding dims[64];
     int n_dims = 0, c;
@@ -678,6 +681,12 @@ static int cmd_compile(int argc, char **argv) {
         case O_BLOCK_RE: o.block_regex = optarg; break;
         case O_OFFLOAD: o.offload = true; break;
         case O_PLAN_ONLY: plan_only = true; break;
+        case O_BN_VAR:
+            if (!strcmp(optarg, "unbiased")) o.bn_unbiased_var = 1;
+            else if (!strcmp(optarg, "biased")) o.bn_unbiased_var = 0;
+            else if (!strcmp(optarg, "auto")) o.bn_unbiased_var = -1;
+            else return user_error("--bn-running-var '%s': expected biased (the ONNX spec), unbiased (PyTorch) or auto", optarg);
+            break;
         case O_EXPLAIN: explain_it = true; break;
         case 'h': fputs(usage_compile, stdout); return 0;
         case ':': return user_error("option '%s' needs a value", flag);
