@@ -1,8 +1,33 @@
 #!/bin/sh
-# demo.sh — the main job end to end on a bundled sample: install what is missing, build, then
-# load the GPT-style sample, fold its shape subgraphs, infer every shape and print the result.
+# demo.sh — the mission end to end on the bundled GPT-style sample (4 blocks, batch 16 x 64 tokens):
+# install what is missing, build, inspect the model, train it without checkpointing and with
+# block checkpointing + offload, and compare the two runs' memory and time.
 set -eu
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 scripts/build.sh
-build/ckptc inspect samples/gpt.onnx
+M=samples/gpt4.onnx
+D=build/demo
+STEPS=${STEPS:-20}
+rm -rf "$D"
+mkdir -p "$D"
+
+echo "== what ckptc sees in $M"
+build/ckptc inspect "$M" --dim batch=16 | sed -n '1,11p'
+
+echo
+echo "== compile and train: --checkpoint=none"
+build/ckptc "$M" --dim batch=16 --checkpoint=none -o "$D/none"
+make -s -C "$D/none"
+"$D/none/trainer" --steps "$STEPS" --report "$D/none.json"
+
+echo
+echo "== compile and train: --checkpoint=blocks --offload"
+build/ckptc "$M" --dim batch=16 --checkpoint=blocks --offload -o "$D/blocks"
+make -s -C "$D/blocks"
+"$D/blocks/trainer" --steps "$STEPS" --report "$D/blocks.json"
+
+echo
+echo "== ckptc compare"
+build/ckptc compare "$D/none.json" "$D/blocks.json" --timeline "$D/timeline.svg"
+echo "(the same seed and data: the losses above are identical, bit for bit)"
