@@ -618,8 +618,16 @@ static int cmd_compile(int argc, char **argv) {
     bool plan_only = false, explain_it = false;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
+    int li = -1;
+    char flagbuf[64];
+    while ((c = getopt_long(argc, argv, ":ho:", opts, &li)) != -1) {
+        /* the flag as typed, for messages: its value may be in the next argument */
         const char *flag = argv[optind - 1];
+        if (li >= 0 && c != '?' && c != ':') {
+            snprintf(flagbuf, sizeof flagbuf, "--%s", opts[li].name);
+            flag = flagbuf;
+        }
+        li = -1;
         switch (c) {
         case 'o': out = optarg; break;
         case 'I': o.infer = true; break;
