@@ -12,8 +12,9 @@
    - the updated parameters: max |ours - torch| <= 1e-6 * max(1, max |torch|),
    - BatchNorm running mean/var: max |ours - torch| <= 1e-5 * max(1, max |torch|).
 2. Checkpointing changes nothing but memory: for every sample, every policy (blocks, sqrt,
-   every:2) with dropout ON and AdamW, three steps give losses, gradients, parameters and buffers
-   bit-identical to --checkpoint=none.
+   every:2, blocks --offload) with dropout ON and AdamW, three steps give losses, gradients,
+   parameters and buffers (BatchNorm running stats) bit-identical to --checkpoint=none, and each
+   run's measured peak equals its planned peak.
 3. Learning: 100 AdamW steps on a fixed batch at least halve the loss (mlp, gpt).
 
 Prints the per-sample max relative gradient error; ends with `N passed, N failed`.
@@ -158,9 +159,10 @@ def files_of(d):
 def policies(name):
     ref = json.load(open(os.path.join(args.samples, f"{name}.json")))
     base = None
-    for pol in ["none", "blocks", "sqrt", "every:2"]:
-        d = os.path.join(args.work, f"{name}-{pol.replace(':', '')}")
-        err = build(os.path.join(args.samples, f"{name}.onnx"), d, [f"--checkpoint={pol}"], ref.get("dims", {}))
+    for pol in ["none", "blocks", "sqrt", "every:2", "blocks --offload"]:
+        d = os.path.join(args.work, f"{name}-{pol.replace(':', '').replace(' --', '-')}")
+        err = build(os.path.join(args.samples, f"{name}.onnx"), d, [f"--checkpoint={pol.split()[0]}"] + pol.split()[1:],
+                    ref.get("dims", {}))
         if err:
             check(f"{name} --checkpoint={pol}: builds", False, err[:2000])
             return
