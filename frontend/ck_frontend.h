@@ -24,7 +24,8 @@ typedef struct ck_load_options {
     int n_dims;
     uint64_t max_file_bytes;    /* 0: CK_DEFAULT_MAX_FILE */
     int64_t max_nodes;          /* 0: CK_DEFAULT_MAX_NODES */
-    int64_t fold_max_elems;     /* 0: CK_DEFAULT_FOLD_ELEMS; larger results stay run-time nodes */
+    int64_t fold_max_elems;     /* 0: CK_DEFAULT_FOLD_ELEMS; larger results stay run-time nodes,
+                                   and so does all folding past 64 times this in total */
 } ck_load_options;
 
 #define CK_DEFAULT_MAX_FILE (4ull << 30)

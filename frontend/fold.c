@@ -7,7 +7,9 @@
  * shape). A folded node's outputs become CONST values and the node disappears.
  *
  * Parameters are never folded into: Transpose(weight) must stay a node so the weight stays
- * trainable. Results larger than fold_max_elems stay run-time nodes, bounding compile memory.
+ * trainable. Results larger than fold_max_elems stay run-time nodes, and so does everything once
+ * CK_FOLD_TOTAL times that has been folded in all: compile time and memory stay linear in the file
+ * even when thousands of nodes share one large constant.
  * The evaluator works element by element through ck_value_get/set (int64 arithmetic for integer
  * dtypes, double for floats): these tensors are shape-sized, not activation-sized.
  */
@@ -200,6 +202,7 @@ static bool eval_gather(ck_node *n, ck_value *o) {
         for (int64_t j = 0; j < ni; j++) {
             int64_t v = ck_value_get_i(ix, j);
             if (v < 0) v += dim;
+            if (v < 0 || v >= dim) return false; /* inference range-checks only small index tensors */
             for (int64_t b = 0; b < inner; b++) copy_elem(o, di++, x, (a * dim + v) * inner + b);
         }
     return true;
@@ -302,25 +305,39 @@ static bool foldable(const ck_node *n, int64_t max_elems) {
 
 /* Pow(float x, constant integer e): the exponent becomes a float constant, so one kernel (float
  * base and exponent) runs every Pow an exporter writes (x ** 2 comes out with an int64 2). */
-static void pow_float_exponent(ck_graph *g, ck_node *n) {
+static void pow_float_exponent(ck_graph *g, ck_node *n, int64_t *budget) {
     if (n->op != CK_OP_POW || n->n_in != 2 || !n->in[0] || !n->in[1]) return;
     ck_value *e = n->in[1];
     if (!ck_dtype_is_float(n->in[0]->dtype) || !ck_dtype_is_int(e->dtype) || !e->data || e->role != CK_ROLE_CONST) return;
+    if (ck_value_numel(e) > *budget) return; /* a copy per node: paid from the folding budget */
+    *budget -= ck_value_numel(e);
     ck_value *f = ck_graph_add_value(g, e->name, n->in[0]->dtype, e->rank, e->dims, CK_ROLE_CONST);
     f->data = ck_arena_alloc(g->arena, ck_value_bytes(f) + 1);
     for (int64_t k = 0, c = ck_value_numel(e); k < c; k++) ck_value_set_f(f, k, (double)ck_value_get_i(e, k));
     n->in[1] = f;
 }
 
+/* Elements of all folded results together, in units of fold_max_elems. */
+#define CK_FOLD_TOTAL 64
+
+static int64_t out_elems(const ck_node *n) {
+    int64_t c = 0;
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k]) c += ck_value_numel(n->out[k]); /* each at most fold_max_elems when foldable */
+    return c;
+}
+
 ck_status ck_frontend_fold(ck_graph *g, int64_t fold_max_elems, ck_diag *d) {
     int kept = 0;
+    int64_t budget = fold_max_elems > INT64_MAX / CK_FOLD_TOTAL ? INT64_MAX : fold_max_elems * CK_FOLD_TOTAL;
     for (int i = 0; i < g->n_nodes; i++) {
         ck_node *n = g->nodes[i];
-        pow_float_exponent(g, n);
+        pow_float_exponent(g, n, &budget);
         ck_status st = ck_infer_node(n, d);
         if (st) return st;
         bool folded = false;
-        if (foldable(n, fold_max_elems)) {
+        if (foldable(n, fold_max_elems) && out_elems(n) <= budget) {
+            budget -= out_elems(n);
             bool ok = true;
             for (int k = 0; k < n->n_out && ok; k++)
                 if (n->out[k]) ok = (n->out[k]->data = ck_arena_alloc(g->arena, ck_value_bytes(n->out[k]) + 1)) != NULL;

@@ -3,7 +3,9 @@
  * The only file that sees protobuf types. It checks everything a malicious or broken file can
  * get wrong before trusting it: opset range, tensor data lengths against shapes (overflow-safe),
  * external data paths and sizes, references to undefined values, cycles, unsupported ops
- * (collected and reported all at once), attribute kinds. Nodes are emitted in a topological
+ * (collected and reported all at once), attribute kinds, and, before protobuf-c sees the bytes,
+ * message nesting depth (protobuf-c recurses without a limit). Data is checked against what the
+ * file actually holds before anything is allocated for it. Nodes are emitted in a topological
  * order computed here, so a graph whose nodes are listed out of order still loads.
  *
  * Conversion keeps names: initializers keep their ONNX (= PyTorch parameter) names, nodes keep
@@ -18,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct loader {
     ck_graph *g;
@@ -34,17 +38,6 @@ typedef struct loader {
 
 /* ---------------------------------------------------------------- tensors */
 
-/* numel of dims with overflow and sanity checks; -1 on failure */
-static int64_t checked_numel(const int64_t *dims, size_t n) {
-    int64_t numel = 1;
-    for (size_t i = 0; i < n; i++) {
-        if (dims[i] < 0) return -1;
-        if (dims[i] && numel > INT64_MAX / 4096 / dims[i]) return -1; /* keep numel * 8 bytes far from overflow */
-        numel *= dims[i];
-    }
-    return numel;
-}
-
 static const char *ext_key(const Onnx__TensorProto *t, const char *key) {
     for (size_t i = 0; i < t->n_external_data; i++)
         if (t->external_data[i]->key && strcmp(t->external_data[i]->key, key) == 0) return t->external_data[i]->value;
@@ -53,15 +46,40 @@ static const char *ext_key(const Onnx__TensorProto *t, const char *key) {
 
 static bool parse_u64(const char *s, uint64_t *out) {
     if (!s || !*s) return false;
+    for (const char *p = s; *p; p++) /* strtoull alone takes " -1" and "+1" */
+        if (*p < '0' || *p > '9') return false;
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || s[0] == '-') return false;
+    if (errno || *end) return false;
     *out = v;
     return true;
 }
 
-static bool read_external(loader *L, const char *what, const Onnx__TensorProto *t, void *dst, size_t bytes) {
+/* Opens path for reading if it is a regular file. O_NONBLOCK keeps open() itself from waiting
+ * forever on a FIFO; a directory, device or FIFO is refused after fstat. On failure returns NULL
+ * and *why is errno's text or "not a regular file". */
+static FILE *open_regular(const char *path, uint64_t *size, const char **why) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *why = strerror(errno);
+        return NULL;
+    }
+    struct stat st;
+    FILE *f = NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) *why = "not a regular file";
+    else if (!(f = fdopen(fd, "rb"))) *why = strerror(errno);
+    if (!f) {
+        close(fd);
+        return NULL;
+    }
+    *size = (uint64_t)st.st_size;
+    return f;
+}
+
+/* Reads v's bytes from the external file; allocates them only once the file is known to hold
+ * them. */
+static bool read_external(loader *L, const char *what, const Onnx__TensorProto *t, ck_value *v, size_t bytes) {
     const char *loc = ext_key(t, "location");
     if (!loc || !*loc) {
         LERR(L, "%s: external data has no 'location'", what);
@@ -97,19 +115,21 @@ static bool read_external(loader *L, const char *what, const Onnx__TensorProto *
     char *path = malloc(plen);
     if (!path) return false;
     snprintf(path, plen, "%s/%s", L->base_dir, loc);
-    FILE *f = fopen(path, "rb");
-    struct stat st;
-    if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        LERR(L, "%s: cannot open external data file '%s': %s", what, path, f ? "not a regular file" : strerror(errno));
-        if (f) fclose(f);
+    const char *why;
+    uint64_t size;
+    FILE *f = open_regular(path, &size, &why);
+    if (!f) {
+        LERR(L, "%s: cannot open external data file '%s': %s", what, path, why);
         free(path);
         return false;
     }
     bool ok = false;
-    if ((uint64_t)st.st_size < off || (uint64_t)st.st_size - off < len)
+    if (size < off || size - off < len) /* overflow-safe: off + len could wrap */
         LERR(L, "%s: external data file '%s' is too short: %llu bytes needed at offset %llu but the file has %llu", what,
-             path, (unsigned long long)len, (unsigned long long)off, (unsigned long long)st.st_size);
-    else if (fseeko(f, (off_t)off, SEEK_SET) != 0 || fread(dst, 1, bytes, f) != bytes)
+             path, (unsigned long long)len, (unsigned long long)off, (unsigned long long)size);
+    else if (!(v->data = ck_arena_alloc(L->g->arena, bytes ? bytes : 1)))
+        LERR(L, "%s: out of memory for %zu bytes", what, bytes);
+    else if (fseeko(f, (off_t)off, SEEK_SET) != 0 || fread(v->data, 1, bytes, f) != bytes)
         LERR(L, "%s: cannot read external data file '%s'", what, path);
     else
         ok = true;
@@ -118,7 +138,9 @@ static bool read_external(loader *L, const char *what, const Onnx__TensorProto *
     return ok;
 }
 
-/* Fills v (created by the caller with the right dtype and dims) with t's data. */
+/* Fills v (created by the caller with the right dtype and dims) with t's data. The data must be
+ * all there before anything is allocated: a tensor claiming 2^40 elements with 8 bytes of data is
+ * refused, not allocated. */
 static bool tensor_data(loader *L, const char *what, const Onnx__TensorProto *t, ck_value *v) {
     int64_t numel = ck_value_numel(v);
     size_t esz = ck_dtype_size(v->dtype), bytes = (size_t)numel * esz;
@@ -126,34 +148,37 @@ static bool tensor_data(loader *L, const char *what, const Onnx__TensorProto *t,
         LERR(L, "%s: %zu bytes exceeds the limit of %llu", what, bytes, (unsigned long long)L->o->max_file_bytes);
         return false;
     }
-    v->data = ck_arena_alloc(L->g->arena, bytes ? bytes : 1);
-    if (!v->data) {
-        LERR(L, "%s: out of memory for %zu bytes", what, bytes);
-        return false;
-    }
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
-        return read_external(L, what, t, v->data, bytes);
+        return read_external(L, what, t, v, bytes);
     if (t->has_raw_data) {
         if (t->raw_data.len != bytes) {
             LERR(L, "%s: raw_data has %zu bytes but shape %s of %s needs %zu", what, t->raw_data.len,
                  ck_shape_str(v, (char[CK_SHAPE_STR_MAX]){0}, CK_SHAPE_STR_MAX), ck_dtype_name(v->dtype), bytes);
             return false;
         }
+    } else {
+        size_t have;
+        const char *field;
+        switch (v->dtype) {
+        case CK_F32: have = t->n_float_data, field = "float_data"; break;
+        case CK_F64: have = t->n_double_data, field = "double_data"; break;
+        case CK_I64: have = t->n_int64_data, field = "int64_data"; break;
+        default: have = t->n_int32_data, field = "int32_data"; break; /* int32, int16, int8, uint8, bool, float16 bits */
+        }
+        if (have != (size_t)numel) {
+            LERR(L, "%s: %s has %zu elements but shape %s needs %lld", what, field, have,
+                 ck_shape_str(v, (char[CK_SHAPE_STR_MAX]){0}, CK_SHAPE_STR_MAX), (long long)numel);
+            return false;
+        }
+    }
+    v->data = ck_arena_alloc(L->g->arena, bytes ? bytes : 1);
+    if (!v->data) {
+        LERR(L, "%s: out of memory for %zu bytes", what, bytes);
+        return false;
+    }
+    if (t->has_raw_data) {
         if (bytes) memcpy(v->data, t->raw_data.data, bytes); /* little-endian host, as ONNX stores it */
         return true;
-    }
-    size_t have;
-    const char *field;
-    switch (v->dtype) {
-    case CK_F32: have = t->n_float_data, field = "float_data"; break;
-    case CK_F64: have = t->n_double_data, field = "double_data"; break;
-    case CK_I64: have = t->n_int64_data, field = "int64_data"; break;
-    default: have = t->n_int32_data, field = "int32_data"; break; /* int32, int16, int8, uint8, bool, float16 bits */
-    }
-    if (have != (size_t)numel) {
-        LERR(L, "%s: %s has %zu elements but shape %s needs %lld", what, field, have,
-             ck_shape_str(v, (char[CK_SHAPE_STR_MAX]){0}, CK_SHAPE_STR_MAX), (long long)numel);
-        return false;
     }
     for (int64_t i = 0; i < numel; i++) {
         switch (v->dtype) {
@@ -185,8 +210,8 @@ static ck_value *tensor_value(loader *L, const char *what, const char *name, con
         LERR(L, "%s: rank %zu exceeds the maximum of %d", what, t->n_dims, CK_MAX_RANK);
         return NULL;
     }
-    if (checked_numel(t->dims, t->n_dims) < 0) {
-        LERR(L, "%s: dims are negative or their product overflows", what);
+    if (!ck_shape_ok((int)t->n_dims, t->dims)) {
+        LERR(L, "%s: dims are negative or have more than %lld elements", what, (long long)CK_MAX_NUMEL);
         return NULL;
     }
     if (role == CK_ROLE_PARAM && !ck_dtype_is_float(dt)) role = CK_ROLE_CONST;
@@ -235,12 +260,19 @@ static ck_value *input_value(loader *L, const Onnx__ValueInfoProto *vi) {
         const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[i];
         if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && dm->dim_value >= 0) {
             dims[i] = dm->dim_value;
+        } else if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+            LERR(L, "graph input '%s': dimension %zu has the negative size %lld", name, i, (long long)dm->dim_value);
+            ok = false;
         } else if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dm->dim_param) {
             int k = 0;
             while (k < L->o->n_dims && strcmp(L->o->dims[k].name, dm->dim_param) != 0) k++;
             if (k == L->o->n_dims) {
                 LERR(L, "graph input '%s': dimension %zu is the symbolic dim '%s'; bind it with --dim %s=N", name, i,
                      dm->dim_param, dm->dim_param);
+                ok = false;
+            } else if (L->o->dims[k].value < 0) {
+                L->dim_used[k] = true;
+                LERR(L, "--dim %s=%lld: a dimension cannot be negative", dm->dim_param, (long long)L->o->dims[k].value);
                 ok = false;
             } else {
                 L->dim_used[k] = true;
@@ -252,8 +284,8 @@ static ck_value *input_value(loader *L, const Onnx__ValueInfoProto *vi) {
         }
     }
     if (!ok) return NULL;
-    if (checked_numel(dims, tt->shape->n_dim) < 0) {
-        LERR(L, "graph input '%s': the product of its dims overflows", name);
+    if (!ck_shape_ok((int)tt->shape->n_dim, dims)) {
+        LERR(L, "graph input '%s': its dims have more than %lld elements", name, (long long)CK_MAX_NUMEL);
         return NULL;
     }
     return ck_graph_add_value(L->g, name, dt, (int)tt->shape->n_dim, dims, CK_ROLE_INPUT);
@@ -370,6 +402,13 @@ static bool load_constant(loader *L, const Onnx__NodeProto *np) {
 
 static bool is_default_domain(const char *dom) { return !dom || !*dom || strcmp(dom, "ai.onnx") == 0; }
 
+/* ckptc.* rows of ops.def are built by the training passes, which trust their attributes: a
+ * file must not be able to name them. */
+static bool is_internal_op(const char *op_type) { return strncmp(op_type, "ckptc.", 6) == 0; }
+
+/* ONNX ops have a handful of attributes; more than this is a broken or hostile file. */
+#define CK_MAX_ATTRS 256
+
 static int64_t domain_opset(const Onnx__ModelProto *m, const char *dom) {
     for (size_t i = 0; i < m->n_opset_import; i++) {
         const char *d = m->opset_import[i]->domain;
@@ -384,8 +423,9 @@ static bool load_node(loader *L, const Onnx__NodeProto *np, ck_op op) {
     size_t n_in = np->n_input, n_out = np->n_output;
     while (n_in && !*np->input[n_in - 1]) n_in--;   /* trailing optional inputs */
     while (n_out && !*np->output[n_out - 1]) n_out--;
-    if (n_in > 64 || n_out > 64) {
-        LERR(L, "node '%s' (%s): too many inputs or outputs", nn, np->op_type);
+    if (n_in > 64 || n_out > 64 || np->n_attribute > CK_MAX_ATTRS) {
+        LERR(L, "node '%s' (%s): too many inputs, outputs or attributes (%zu, %zu, %zu; at most 64, 64, %d)", nn,
+             np->op_type, n_in, n_out, np->n_attribute, CK_MAX_ATTRS);
         return false;
     }
     ck_value *ins[64];
@@ -408,10 +448,15 @@ static bool load_node(loader *L, const Onnx__NodeProto *np, ck_op op) {
         n->out[k]->name = ck_arena_strdup(L->g->arena, np->output[k]);
         ck_map_put(L->names, n->out[k]->name, n->out[k]);
     }
+    /* one array for all of them: ck_node_add_attr copies the array per call, quadratic in a
+     * file's attribute count (the IR's passes add a few; a file can carry thousands) */
+    n->attr = ck_arena_alloc(L->g->arena, (np->n_attribute + 1) * sizeof *n->attr);
+    CK_ASSERT(n->attr);
     for (size_t i = 0; i < np->n_attribute; i++) {
         ck_attr a;
         if (!convert_attr(L, np, np->attribute[i], &a)) return false;
-        ck_node_add_attr(L->g, n, a);
+        a.name = ck_arena_strdup(L->g->arena, a.name);
+        n->attr[n->n_attr++] = a;
     }
     return true;
 }
@@ -492,6 +537,48 @@ fail:
     return NULL;
 }
 
+/* ---------------------------------------------------------------- nesting depth */
+
+/* protobuf-c unpacks nested messages recursively with no depth limit: 30 KB of graph attributes
+ * nested 3000 deep overflow the stack. depth_ok walks the wire format first, descending only into
+ * fields the schema declares as messages, and refuses nesting deeper than protobuf's own default
+ * limit. Whatever else is malformed is left to protobuf-c, which rejects it. Linear in the input;
+ * its own recursion is bounded by the limit. */
+#define CK_MAX_PROTO_DEPTH 100
+
+static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return true;
+    }
+    return false;
+}
+
+static bool depth_ok(const ProtobufCMessageDescriptor *desc, const uint8_t *p, const uint8_t *end, int depth) {
+    if (depth > CK_MAX_PROTO_DEPTH) return false;
+    while (p < end) {
+        uint64_t tag, len;
+        if (!read_varint(&p, end, &tag)) return true;
+        switch (tag & 7) {
+        case 0: if (!read_varint(&p, end, &len)) return true; break;
+        case 1: if (end - p < 8) return true; p += 8; break;
+        case 5: if (end - p < 4) return true; p += 4; break;
+        case 2: {
+            if (!read_varint(&p, end, &len) || len > (uint64_t)(end - p)) return true;
+            const ProtobufCFieldDescriptor *f =
+                tag >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(tag >> 3)) : NULL;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && !depth_ok(f->descriptor, p, p + len, depth + 1)) return false;
+            p += len;
+            break;
+        }
+        default: return true; /* groups and bad wire types: protobuf-c refuses them */
+        }
+    }
+    return true;
+}
+
 /* ---------------------------------------------------------------- model */
 
 static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
@@ -529,7 +616,8 @@ static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
             LERR(L, "node '%s' has no op_type", np->name ? np->name : "");
             continue;
         }
-        bool known = is_default_domain(dom) && (strcmp(np->op_type, "Constant") == 0 || ck_op_from_name(np->op_type, &op));
+        bool known = is_default_domain(dom) && (strcmp(np->op_type, "Constant") == 0 ||
+                                                (ck_op_from_name(np->op_type, &op) && !is_internal_op(np->op_type)));
         if (!known)
             LERR(L, "node '%s': op %s (domain '%s', opset %lld) is not supported", np->name ? np->name : "", np->op_type,
                  is_default_domain(dom) ? "" : dom, (long long)domain_opset(m, dom));
@@ -628,6 +716,15 @@ ck_status ck_frontend_load_buffer(const void *buf, size_t len, const char *base_
         ck_diag_add(d, "not an ONNX model: the file is empty");
         return CK_ERR_PARSE;
     }
+    if (len > opts.max_file_bytes) {
+        ck_diag_add(d, "the model is %zu bytes, more than the limit of %llu", len, (unsigned long long)opts.max_file_bytes);
+        return CK_ERR_IO;
+    }
+    if (!depth_ok(&onnx__model_proto__descriptor, buf, (const uint8_t *)buf + len, 0)) {
+        ck_diag_add(d, "cannot parse the file as an ONNX ModelProto: messages are nested more than %d deep",
+                    CK_MAX_PROTO_DEPTH);
+        return CK_ERR_PARSE;
+    }
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
     if (!m) {
         ck_diag_add(d, "cannot parse the file as an ONNX ModelProto (truncated, corrupt or not ONNX)");
@@ -637,6 +734,7 @@ ck_status ck_frontend_load_buffer(const void *buf, size_t len, const char *base_
     L.g = ck_graph_new();
     L.dim_used = calloc((size_t)opts.n_dims + 1, sizeof *L.dim_used);
     ck_status st = L.g && L.dim_used ? load_model(&L, m) : CK_ERR_NOMEM;
+    if (st == CK_ERR_NOMEM) ck_diag_add(d, "out of memory");
     onnx__model_proto__free_unpacked(m, NULL);
     free(L.dim_used);
     if (st == CK_OK && L.errors) st = CK_ERR_MODEL;
@@ -653,24 +751,20 @@ ck_status ck_frontend_load_buffer(const void *buf, size_t len, const char *base_
 ck_status ck_frontend_load(const char *path, const ck_load_options *o, ck_graph **out, ck_diag *d) {
     *out = NULL;
     uint64_t max = o && o->max_file_bytes ? o->max_file_bytes : CK_DEFAULT_MAX_FILE;
-    FILE *f = fopen(path, "rb");
-    struct stat st;
+    const char *why;
+    uint64_t size;
+    FILE *f = open_regular(path, &size, &why);
     if (!f) {
-        ck_diag_add(d, "cannot open '%s': %s", path, strerror(errno));
+        ck_diag_add(d, "cannot %s '%s': %s", strcmp(why, "not a regular file") ? "open" : "read", path, why);
         return CK_ERR_IO;
     }
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        ck_diag_add(d, "cannot read '%s': not a regular file", path);
-        fclose(f);
-        return CK_ERR_IO;
-    }
-    if ((uint64_t)st.st_size > max) {
-        ck_diag_add(d, "'%s' is %llu bytes, more than the limit of %llu", path, (unsigned long long)st.st_size,
+    if (size > max) {
+        ck_diag_add(d, "'%s' is %llu bytes, more than the limit of %llu", path, (unsigned long long)size,
                     (unsigned long long)max);
         fclose(f);
         return CK_ERR_IO;
     }
-    size_t len = (size_t)st.st_size;
+    size_t len = (size_t)size;
     void *buf = malloc(len ? len : 1);
     if (!buf || fread(buf, 1, len, f) != len) {
         ck_diag_add(d, "cannot read '%s': %s", path, buf ? strerror(errno) : "out of memory");

@@ -741,7 +741,10 @@ ck_status ck_infer_gather(ck_node *n, ck_diag *d) {
     if (idx->dtype != CK_I64 && idx->dtype != CK_I32)
         return node_err(d, n, CK_ERR_SHAPE, "indices %s must be int32 or int64", in_desc(n, 1, b, sizeof b));
     if (x->rank - 1 + idx->rank > CK_MAX_RANK) return node_err(d, n, CK_ERR_UNSUPPORTED, "result rank exceeds %d", CK_MAX_RANK);
-    if (idx->data) {
+    /* constant indices are range-checked here when there are few of them (shape subgraphs): one
+     * large index tensor feeding thousands of Gathers must not make inference quadratic. Larger
+     * ones are checked when folded (fold.c) and by the kernel at run time. */
+    if (idx->data && ck_value_numel(idx) <= 256) {
         for (int64_t i = 0, k = ck_value_numel(idx); i < k; i++) {
             int64_t v = ck_value_get_i(idx, i);
             if (v < -x->dims[axis] || v >= x->dims[axis])
