@@ -116,14 +116,21 @@ static int segment(ck_graph *g, const ck_options *o, int nf, int *seg, ck_diag *
             free(key), free(klen);
             goto cuts; /* names carry no structure: fall back to cut points */
         }
-        /* unscoped nodes between two nodes of the same block join it */
-        for (int i = 0; i < nf; i++) {
-            if (key[i]) continue;
-            int a = i - 1, b = i + 1;
-            while (a >= 0 && !key[a]) a--;
-            while (b < nf && !key[b]) b++;
+        /* unscoped nodes between two nodes of the same block join it (nearest keyed node after
+         * each node found in one backward sweep, so a long unscoped run costs no rescans) */
+        int *next_keyed = malloc(sizeof(int) * (size_t)(nf + 1));
+        CK_ASSERT(next_keyed);
+        next_keyed[nf] = nf;
+        for (int i = nf - 1; i >= 0; i--) next_keyed[i] = key[i] ? i : next_keyed[i + 1];
+        for (int i = 0, a = -1; i < nf; i++) {
+            if (key[i]) {
+                a = i;
+                continue;
+            }
+            int b = next_keyed[i];
             if (a >= 0 && b < nf && klen[a] == klen[b] && strncmp(key[a], key[b], klen[a]) == 0) key[i] = key[a], klen[i] = klen[a];
         }
+        free(next_keyed);
         for (int i = 0; i < nf; i++) {
             if (!key[i]) continue;
             bool same = i > 0 && key[i - 1] && klen[i - 1] == klen[i] && strncmp(key[i - 1], key[i], klen[i]) == 0;
@@ -205,17 +212,13 @@ static ck_node *clone_node(ck_graph *g, const ck_node *n, ck_value **in) {
     return c;
 }
 
-/* Notes segment s (its clones are clones[0..n)) in g->segments for the report. */
-static void record_segment(ck_graph *g, const int *seg, int nf, int s, ck_node **clones, int n) {
-    const ck_node *first = NULL, *last = NULL;
-    for (int i = 0; i < nf; i++)
-        if (seg[i] == s) {
-            if (!first) first = g->nodes[i];
-            last = g->nodes[i];
-        }
-    ck_segment *segs = ck_arena_alloc(g->arena, sizeof *segs * (size_t)(g->n_segments + 1));
-    if (g->n_segments) memcpy(segs, g->segments, sizeof *segs * (size_t)g->n_segments);
-    ck_segment *sg = &segs[g->n_segments];
+/* Notes segment s (its clones are clones[0..n); its first and last forward nodes) in
+ * g->segments for the report; g->segments has room for every segment. stamp[value id] marks
+ * the values already counted for this segment (stamped with s + 1). */
+static void record_segment(ck_graph *g, const ck_node *first, const ck_node *last, int s, ck_node **clones, int n, int *stamp,
+                           int nid) {
+    ck_segment *sg = &g->segments[g->n_segments];
+    memset(sg, 0, sizeof *sg);
     size_t k = first ? scope_key(first->name) : 0;
     char buf[64];
     snprintf(buf, sizeof buf, "segment %d", s);
@@ -227,12 +230,11 @@ static void record_segment(ck_graph *g, const int *seg, int nf, int s, ck_node *
         for (int q = 0; q < clones[i]->n_in; q++) {
             const ck_value *v = clones[i]->in[q];
             if (!v || !v->producer || v->producer->recompute_of || v->producer->phase != CK_PHASE_FORWARD) continue;
-            bool seen = false;
-            for (int j = 0; j <= i && !seen; j++)
-                for (int r = 0; r < (j < i ? clones[j]->n_in : q) && !seen; r++) seen = clones[j]->in[r] == v;
-            if (!seen) sg->saved_bytes += (int64_t)ck_value_bytes(v);
+            CK_ASSERT(v->id < nid); /* a forward value: older than the pass */
+            if (stamp[v->id] == s + 1) continue;
+            stamp[v->id] = s + 1;
+            sg->saved_bytes += (int64_t)ck_value_bytes(v);
         }
-    g->segments = segs;
     g->n_segments++;
 }
 
@@ -378,6 +380,20 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
     CK_ASSERT(clone && out_nodes);
     for (int i = 0; i < nf; i++) out_nodes[no++] = g->nodes[i];
     bool *done_seg = calloc((size_t)nseg + 1, 1);
+    /* each segment's forward nodes in order: seg_nodes[seg_at[s] .. seg_at[s + 1]) */
+    int *seg_at = calloc((size_t)nseg + 2, sizeof *seg_at), *seg_nodes = malloc(sizeof(int) * (size_t)(nf + 1));
+    int *stamp = calloc((size_t)nid + 1, sizeof *stamp); /* record_segment's marks */
+    CK_ASSERT(done_seg && seg_at && seg_nodes && stamp);
+    for (int i = 0; i < nf; i++)
+        if (seg[i] >= 0) seg_at[seg[i] + 1]++;
+    for (int k = 0; k < nseg; k++) seg_at[k + 1] += seg_at[k];
+    int *fill = malloc(sizeof(int) * (size_t)(nseg + 1));
+    CK_ASSERT(fill);
+    memcpy(fill, seg_at, sizeof(int) * (size_t)(nseg + 1));
+    for (int i = 0; i < nf; i++)
+        if (seg[i] >= 0) seg_nodes[fill[seg[i]]++] = i;
+    free(fill);
+    g->segments = ck_arena_alloc(g->arena, sizeof(ck_segment) * (size_t)(nseg + 1));
     for (int i = nf; i < nn; i++) {
         ck_node *b = g->nodes[i];
         /* before the first backward node reading a recomputable value of segment s: clone s */
@@ -389,9 +405,8 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
             done_seg[s] = true;
             gseg[ng] = s, gpos[ng++] = no;
             /* clone the whole segment in forward order; unused clones are dropped as dead code */
-            for (int j = 0; j < nf; j++) {
-                ck_node *f = g->nodes[j];
-                if (seg[j] != s) continue;
+            for (int jj = seg_at[s]; jj < seg_at[s + 1]; jj++) {
+                ck_node *f = g->nodes[seg_nodes[jj]];
                 bool stateful = ck_ops[f->op].flags & CK_OPF_STATEFUL;
                 if (stateful && f->op != CK_OP_BATCH_NORM) continue; /* kept, never rerun */
                 if (f->op == CK_OP_BATCH_NORM && (f->n_out < 5 || !f->out[3] || !f->out[4])) continue; /* no saved stats */
@@ -409,7 +424,8 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
                 clone[f->id] = c;
                 out_nodes[no++] = c;
             }
-            record_segment(g, seg, nf, s, out_nodes + gpos[ng - 1], no - gpos[ng - 1]);
+            record_segment(g, g->nodes[seg_nodes[seg_at[s]]], g->nodes[seg_nodes[seg_at[s + 1] - 1]], s, out_nodes + gpos[ng - 1],
+                           no - gpos[ng - 1], stamp, nid);
         }
         /* the backward reads the clones */
         for (int k = 0; k < b->n_in; k++) {
@@ -426,5 +442,6 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
     ck_graph_remove_dead(g);
     if (o->offload && ng > 0) offload(g, nf, nid, gpos, ng);
     free(seg), free(vseg), free(read_outside), free(clone), free(out_nodes), free(done_seg), free(gseg), free(gpos), free(skip);
+    free(seg_at), free(seg_nodes), free(stamp);
     return ck_graph_verify(g, d);
 }
