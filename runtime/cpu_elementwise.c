@@ -1,43 +1,89 @@
 /* cpu_elementwise.c — the CPU backend's elementwise entry points: loops over the bodies in
  * ckrt_kernels.h, one output element per iteration, dispatching on dtype once per call.
+ * Broadcast operands are walked row by row (cpu_iter.h); float binary rows switch on the op once
+ * per row.
  */
 #include "ckrt.h"
 #include "ckrt_kernels.h"
+#include "cpu_iter.h"
+
+/* One output row of a float binary op: y[j] = a[j*sa] OP b[j*sb], the op switched once per row
+ * and the common stride pairs (both contiguous, one side broadcast) spelled out so the compiler
+ * vectorizes them. Each element is the same expression as ck_k_binary_f32/f64. */
+#define CK_ADD_(x, z) ((x) + (z))
+#define CK_SUB_(x, z) ((x) - (z))
+#define CK_MUL_(x, z) ((x) * (z))
+#define CK_DIV_(x, z) ((x) / (z))
+#define CK_ROW_LOOP(T, OP)                                                                                            \
+    do {                                                                                                              \
+        if (sa == 1 && sb == 1) {                                                                                     \
+            for (int64_t j = 0; j < n; j++) y[j] = OP(a[j], b[j]);                                                    \
+        } else if (sb == 0) {                                                                                         \
+            T z = b[0];                                                                                               \
+            for (int64_t j = 0; j < n; j++) y[j] = OP(a[j * sa], z);                                                  \
+        } else if (sa == 0) {                                                                                         \
+            T x = a[0];                                                                                               \
+            for (int64_t j = 0; j < n; j++) y[j] = OP(x, b[j * sb]);                                                  \
+        } else {                                                                                                      \
+            for (int64_t j = 0; j < n; j++) y[j] = OP(a[j * sa], b[j * sb]);                                          \
+        }                                                                                                             \
+    } while (0)
+#define CK_BINARY_ROW(T, POWF)                                                                                        \
+    static void binary_row_##T(int op, T *y, const T *a, int64_t sa, const T *b, int64_t sb, int64_t n) {          \
+        switch (op) {                                                                                                 \
+        case CKRT_ADD: CK_ROW_LOOP(T, CK_ADD_); break;                                                                \
+        case CKRT_SUB: CK_ROW_LOOP(T, CK_SUB_); break;                                                                \
+        case CKRT_MUL: CK_ROW_LOOP(T, CK_MUL_); break;                                                                \
+        case CKRT_DIV: CK_ROW_LOOP(T, CK_DIV_); break;                                                                \
+        default: CK_ROW_LOOP(T, POWF); break;                                                                         \
+        }                                                                                                             \
+    }
+CK_BINARY_ROW(float, powf)
+CK_BINARY_ROW(double, pow)
+#undef CK_BINARY_ROW
+#undef CK_ROW_LOOP
 
 int ckrt_binary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *a, const void *b, int rank,
                 const int64_t *dims, const int64_t *a_strides, const int64_t *b_strides) {
-    int64_t n = 1;
-    for (int k = 0; k < rank; k++) n *= dims[k];
+    const int64_t *strides[2] = {a_strides, b_strides};
+    ck_iter it;
+    int64_t n = ck_iter_init(&it, rank, dims, 2, strides);
+    if (n == 0) return CKRT_OK;
     bool cmp = op >= CKRT_EQUAL;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t ia = ck_k_offset(i, rank, dims, a_strides), ib = ck_k_offset(i, rank, dims, b_strides);
-        switch (dt) {
-        case CKRT_F32: {
-            float x = ((const float *)a)[ia], z = ((const float *)b)[ib];
-            if (cmp) ((uint8_t *)y)[i] = ck_k_compare(op, x, z);
-            else ((float *)y)[i] = ck_k_binary_f32(op, x, z);
-            break;
+    if (!cmp && dt != CKRT_F32 && dt != CKRT_F64 && dt != CKRT_I64 && dt != CKRT_I32)
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "binary op %d on %s", op, ckrt_dtype_name(dt));
+    if (cmp && dt != CKRT_F32 && dt != CKRT_F64 && dt != CKRT_I64 && dt != CKRT_I32 && dt != CKRT_BOOL)
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "compare op %d on %s", op, ckrt_dtype_name(dt));
+    int64_t row = ck_iter_row(&it), sa = ck_iter_step(&it, 0), sb = ck_iter_step(&it, 1);
+    for (int64_t i0 = 0; i0 < n; i0 += row, ck_iter_next_row(&it)) {
+        int64_t ia = it.off[0], ib = it.off[1];
+        if (!cmp && dt == CKRT_F32) {
+            binary_row_float(op, (float *)y + i0, (const float *)a + ia, sa, (const float *)b + ib, sb, row);
+            continue;
         }
-        case CKRT_F64: {
-            double x = ((const double *)a)[ia], z = ((const double *)b)[ib];
-            if (cmp) ((uint8_t *)y)[i] = ck_k_compare(op, x, z);
-            else ((double *)y)[i] = ck_k_binary_f64(op, x, z);
-            break;
+        if (!cmp && dt == CKRT_F64) {
+            binary_row_double(op, (double *)y + i0, (const double *)a + ia, sa, (const double *)b + ib, sb, row);
+            continue;
         }
-        case CKRT_I64: case CKRT_I32: {
-            int64_t x = dt == CKRT_I64 ? ((const int64_t *)a)[ia] : ((const int32_t *)a)[ia];
-            int64_t z = dt == CKRT_I64 ? ((const int64_t *)b)[ib] : ((const int32_t *)b)[ib];
-            if (op == CKRT_DIV && z == 0) return ckrt_fail(c, CKRT_ERR_DATA, "integer division by zero at element %lld", (long long)i);
-            if (cmp) ((uint8_t *)y)[i] = ck_k_compare_i64(op, x, z);
-            else if (dt == CKRT_I64) ((int64_t *)y)[i] = ck_k_binary_i64(op, x, z);
-            else ((int32_t *)y)[i] = (int32_t)ck_k_binary_i64(op, x, z);
-            break;
-        }
-        case CKRT_BOOL:
-            if (!cmp) return ckrt_fail(c, CKRT_ERR_INTERNAL, "binary op %d on bool", op);
-            ((uint8_t *)y)[i] = ck_k_compare_i64(op, ((const uint8_t *)a)[ia], ((const uint8_t *)b)[ib]);
-            break;
-        default: return ckrt_fail(c, CKRT_ERR_INTERNAL, "binary op on %s", ckrt_dtype_name(dt));
+        for (int64_t j = 0; j < row; j++, ia += sa, ib += sb) {
+            int64_t i = i0 + j;
+            switch (dt) {
+            case CKRT_F32: ((uint8_t *)y)[i] = ck_k_compare(op, ((const float *)a)[ia], ((const float *)b)[ib]); break;
+            case CKRT_F64: ((uint8_t *)y)[i] = ck_k_compare(op, ((const double *)a)[ia], ((const double *)b)[ib]); break;
+            case CKRT_I64: case CKRT_I32: {
+                int64_t x = dt == CKRT_I64 ? ((const int64_t *)a)[ia] : ((const int32_t *)a)[ia];
+                int64_t z = dt == CKRT_I64 ? ((const int64_t *)b)[ib] : ((const int32_t *)b)[ib];
+                if (op == CKRT_DIV && z == 0)
+                    return ckrt_fail(c, CKRT_ERR_DATA, "integer division by zero at element %lld", (long long)i);
+                if (cmp) ((uint8_t *)y)[i] = ck_k_compare_i64(op, x, z);
+                else if (dt == CKRT_I64) ((int64_t *)y)[i] = ck_k_binary_i64(op, x, z);
+                else ((int32_t *)y)[i] = (int32_t)ck_k_binary_i64(op, x, z);
+                break;
+            }
+            default: /* bool, compare only */
+                ((uint8_t *)y)[i] = ck_k_compare_i64(op, ((const uint8_t *)a)[ia], ((const uint8_t *)b)[ib]);
+                break;
+            }
         }
     }
     return CKRT_OK;
@@ -72,11 +118,14 @@ int ckrt_where(ckrt_ctx *c, size_t esz, void *y, const uint8_t *cond, const void
                const int64_t *dims, const int64_t *cond_strides, const int64_t *a_strides, const int64_t *b_strides) {
     if (esz != 1 && esz != 2 && esz != 4 && esz != 8)
         return ckrt_fail(c, CKRT_ERR_INTERNAL, "where on %zu-byte elements", esz);
-    int64_t n = 1;
-    for (int k = 0; k < rank; k++) n *= dims[k];
-    for (int64_t i = 0; i < n; i++)
-        ck_k_where(i, (int)esz, y, cond, a, b, ck_k_offset(i, rank, dims, cond_strides), ck_k_offset(i, rank, dims, a_strides),
-                   ck_k_offset(i, rank, dims, b_strides));
+    const int64_t *strides[3] = {cond_strides, a_strides, b_strides};
+    ck_iter it;
+    int64_t n = ck_iter_init(&it, rank, dims, 3, strides);
+    int64_t row = ck_iter_row(&it), sc = ck_iter_step(&it, 0), sa = ck_iter_step(&it, 1), sb = ck_iter_step(&it, 2);
+    for (int64_t i0 = 0; i0 < n; i0 += row, ck_iter_next_row(&it)) {
+        int64_t ic = it.off[0], ia = it.off[1], ib = it.off[2];
+        for (int64_t j = 0; j < row; j++, ic += sc, ia += sa, ib += sb) ck_k_where(i0 + j, (int)esz, y, cond, a, b, ic, ia, ib);
+    }
     return CKRT_OK;
 }
 

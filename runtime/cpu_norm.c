@@ -5,6 +5,7 @@
  */
 #include "ckrt.h"
 #include "ckrt_kernels.h"
+#include "cpu_iter.h"
 
 int ckrt_softmax(ckrt_ctx *c, int log, float *y, const float *x, int64_t outer, int64_t len, int64_t inner) {
     (void)c;
@@ -41,14 +42,58 @@ int ckrt_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n
     return CKRT_OK;
 }
 
+/* Float reductions, walked with cpu_iter.h instead of a ck_k_offset per element. Every output
+ * still sums its elements in double in row-major order of the reduced dims, as ck_k_reduce_f32
+ * does, so the bits are the same. When the kept elements are contiguous and the reduced ones are
+ * not (a bias gradient: sum over the rows of (rows, cols)), a chunk of outputs is accumulated side
+ * by side so x is read in memory order. */
+#define CK_REDUCE_CHUNK 256
+static void reduce_f32(int mean, float *y, const float *x, int nk, const int64_t *kdims, const int64_t *kstrides, int nr,
+                       const int64_t *rdims, const int64_t *rstrides) {
+    ck_iter kit, rit0;
+    int64_t nout = ck_iter_init(&kit, nk, kdims, 1, &kstrides);
+    int64_t cnt = ck_iter_init(&rit0, nr, rdims, 1, &rstrides);
+    if (nout == 0) return;
+    int64_t krow = ck_iter_row(&kit), ks = ck_iter_step(&kit, 0);
+    int64_t rrow = ck_iter_row(&rit0), rs = ck_iter_step(&rit0, 0);
+    bool side_by_side = ks == 1 && rs != 1 && krow > 1 && cnt > 0;
+    for (int64_t o0 = 0; o0 < nout; o0 += krow, ck_iter_next_row(&kit)) {
+        const float *xb = x + kit.off[0];
+        if (side_by_side) {
+            for (int64_t t0 = 0; t0 < krow; t0 += CK_REDUCE_CHUNK) {
+                int64_t m = krow - t0 < CK_REDUCE_CHUNK ? krow - t0 : CK_REDUCE_CHUNK;
+                double acc[CK_REDUCE_CHUNK];
+                for (int64_t t = 0; t < m; t++) acc[t] = 0.0;
+                ck_iter rit = rit0;
+                for (int64_t j0 = 0; j0 < cnt; j0 += rrow, ck_iter_next_row(&rit))
+                    for (int64_t j = 0; j < rrow; j++) {
+                        const float *xr = xb + t0 + rit.off[0] + j * rs;
+                        for (int64_t t = 0; t < m; t++) acc[t] += xr[t];
+                    }
+                for (int64_t t = 0; t < m; t++)
+                    y[o0 + t0 + t] = (float)(mean ? acc[t] / (double)cnt : acc[t]);
+            }
+            continue;
+        }
+        for (int64_t t = 0; t < krow; t++) {
+            double s = 0.0;
+            ck_iter rit = rit0;
+            for (int64_t j0 = 0; j0 < cnt; j0 += rrow, ck_iter_next_row(&rit)) {
+                const float *xr = xb + t * ks + rit.off[0];
+                for (int64_t j = 0; j < rrow; j++) s += xr[j * rs];
+            }
+            y[o0 + t] = (float)(mean ? s / (double)cnt : s);
+        }
+    }
+}
+
 int ckrt_reduce(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int nk, const int64_t *kdims,
                 const int64_t *kstrides, int nr, const int64_t *rdims, const int64_t *rstrides) {
     int64_t n = 1;
     for (int k = 0; k < nk; k++) n *= kdims[k];
     switch (dt) {
     case CKRT_F32:
-        for (int64_t o = 0; o < n; o++)
-            ((float *)y)[o] = ck_k_reduce_f32(o, op == CKRT_REDUCE_MEAN, x, nk, kdims, kstrides, nr, rdims, rstrides);
+        reduce_f32(op == CKRT_REDUCE_MEAN, y, x, nk, kdims, kstrides, nr, rdims, rstrides);
         return CKRT_OK;
     case CKRT_I64: case CKRT_I32:
         if (op != CKRT_REDUCE_SUM) break;
