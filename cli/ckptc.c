@@ -104,6 +104,14 @@ static void print_diag(const ck_diag *d, const char *path) {
     for (int i = 0; i < d->n; i++) fprintf(stderr, "ckptc: error: %s: %s\n", path, d->msg[i]);
 }
 
+/* The --dim names parse_dim copies; freed at exit, whichever way a command returns. */
+static char *g_dim_names[128];
+static int g_n_dim_names;
+static void free_dim_names(void) {
+    for (int k = 0; k < g_n_dim_names; k++) free(g_dim_names[k]);
+    g_n_dim_names = 0;
+}
+
 /* NAME=N with N a positive integer */
 static bool parse_dim(const char *arg, ck_dim_binding *b) {
     const char *eq = strchr(arg, '=');
@@ -112,9 +120,13 @@ static bool parse_dim(const char *arg, ck_dim_binding *b) {
     errno = 0;
     long long v = strtoll(eq + 1, &end, 10);
     if (errno || end == eq + 1 || *end || v < 1 || v > (1ll << 40)) return false;
-    b->name = strndup(arg, (size_t)(eq - arg));
+    if (g_n_dim_names == (int)(sizeof g_dim_names / sizeof g_dim_names[0])) return false;
+    char *name = strndup(arg, (size_t)(eq - arg));
+    if (!name) return false;
+    g_dim_names[g_n_dim_names++] = name;
+    b->name = name;
     b->value = v;
-    return b->name != NULL;
+    return true;
 }
 
 /* ---------------------------------------------------------------- printing */
@@ -297,7 +309,6 @@ static int cmd_inspect(int argc, char **argv) {
     ck_diag d = {0};
     ck_graph *g = NULL;
     ck_status st = ck_frontend_load(path, &o, &g, &d);
-    for (int k = 0; k < n_dims; k++) free((void *)dims[k].name);
     if (st != CK_OK) {
         print_diag(&d, path);
         ck_diag_clear(&d);
@@ -345,6 +356,7 @@ static void ckrt_paths(char *inc, char *lib, size_t n) {
 static ck_status build_plan(const char *path, const ck_load_options *lo, const ck_options *o, ck_graph **out, ck_diag *d) {
     ck_graph *g = NULL;
     ck_status st = ck_frontend_load(path, lo, &g, d);
+    if (!st) st = ck_pass_lower(g, o, d);
     if (!st && !o->infer) st = ck_pass_loss(g, o, d);
     if (!st && !o->infer) st = ck_pass_autodiff(g, o, d);
     if (!st && !o->infer) st = ck_pass_optimizer(g, o, d);
@@ -714,7 +726,6 @@ static int cmd_compile(int argc, char **argv) {
     ck_load_options lo = {.dims = dims, .n_dims = n_dims};
     ck_diag d = {0};
     ck_status st = compile(path, &lo, &o, &co, &d);
-    for (int k = 0; k < n_dims; k++) free((void *)dims[k].name);
     print_diag(&d, path);
     ck_diag_clear(&d);
     return st ? EXIT_USER : 0;
@@ -743,6 +754,7 @@ static int cmd_compare(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    atexit(free_dim_names);
     for (int i = 0; i < argc; i++)
         snprintf(g_cmdline + strlen(g_cmdline), sizeof g_cmdline - strlen(g_cmdline), "%s%s", i ? " " : "",
                  i ? argv[i] : "ckptc");

@@ -208,7 +208,7 @@ static void index_query(rect_index *x, int f, int l) {
         if (a & 1) tmp_push(x, &x->sub[a++]);
         if (b & 1) tmp_push(x, &x->sub[--b]);
     }
-    qsort(x->tmp, (size_t)x->ntmp, sizeof(int64_t) * 2, cmp_lo);
+    if (x->ntmp > 1) qsort(x->tmp, (size_t)x->ntmp, sizeof(int64_t) * 2, cmp_lo); /* tmp is NULL until the first push */
 }
 
 /* ---------------------------------------------------------------- placement */
