@@ -356,7 +356,6 @@ static void ckrt_paths(char *inc, char *lib, size_t n) {
 static ck_status build_plan(const char *path, const ck_load_options *lo, const ck_options *o, ck_graph **out, ck_diag *d) {
     ck_graph *g = NULL;
     ck_status st = ck_frontend_load(path, lo, &g, d);
-    if (!st) st = ck_pass_lower(g, o, d);
     if (!st && !o->infer) st = ck_pass_loss(g, o, d);
     if (!st && !o->infer) st = ck_pass_autodiff(g, o, d);
     if (!st && !o->infer) st = ck_pass_optimizer(g, o, d);
