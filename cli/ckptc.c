@@ -80,6 +80,12 @@ static const char *usage_compile =
     "                           ahead) before their backward\n"
     "  --plan-only              print the memory plan; write nothing (no -o needed)\n"
     "  --explain                list every activation kept, recomputed or offloaded, and why\n"
+    "data parallel:\n"
+    "  --data-parallel          an MPI program (mpirun -np N DIR/trainer): every rank trains the same plan\n"
+    "                           on its shard of the batch, gradients averaged (deterministically) before\n"
+    "                           the update; --dim binds the PER-RANK batch (global batch = N x it)\n"
+    "  --dp-bucket SIZE         gradient all-reduce bucket: the staging planned is 2 x SIZE at most\n"
+    "                           (default 25MiB)\n"
     "  -h, --help               show this help\n";
 
 static const char *usage_inspect =
@@ -356,10 +362,12 @@ static void ckrt_paths(char *inc, char *lib, size_t n) {
 static ck_status build_plan(const char *path, const ck_load_options *lo, const ck_options *o, ck_graph **out, ck_diag *d) {
     ck_graph *g = NULL;
     ck_status st = ck_frontend_load(path, lo, &g, d);
+    if (!st) st = ck_pass_lower(g, o, d);
     if (!st && !o->infer) st = ck_pass_loss(g, o, d);
     if (!st && !o->infer) st = ck_pass_autodiff(g, o, d);
     if (!st && !o->infer) st = ck_pass_optimizer(g, o, d);
     if (!st && !o->infer) st = ck_pass_checkpoint(g, o, d);
+    if (!st && !o->infer) st = ck_pass_data_parallel(g, o, d);
     if (!st) st = ck_graph_verify(g, d);
     if (!st) st = ck_codegen_check(g, o, d); /* reject what cannot run before any work */
     if (!st) st = ck_pass_plan(g, o, d);
@@ -609,7 +617,7 @@ static bool parse_double(const char *s, double lo, double *out) {
 
 static int cmd_compile(int argc, char **argv) {
     enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE, O_OFFLOAD,
-           O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR };
+           O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET };
     static const struct option opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
                                          {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
                                          {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
@@ -621,6 +629,7 @@ static int cmd_compile(int argc, char **argv) {
                                          {"block-regex", required_argument, 0, O_BLOCK_RE}, {"offload", no_argument, 0, O_OFFLOAD},
                                          {"plan-only", no_argument, 0, O_PLAN_ONLY}, {"explain", no_argument, 0, O_EXPLAIN},
                                          {"bn-running-var", required_argument, 0, O_BN_VAR},
+                                         {"data-parallel", no_argument, 0, O_DP}, {"dp-bucket", required_argument, 0, O_DP_BUCKET},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ck_dim_binding dims[64];
     int n_dims = 0, c;
@@ -707,6 +716,11 @@ static int cmd_compile(int argc, char **argv) {
             else return user_error("--bn-running-var '%s': expected biased (the ONNX spec), unbiased (PyTorch) or auto", optarg);
             break;
         case O_EXPLAIN: explain_it = true; break;
+        case O_DP: o.data_parallel = true; break;
+        case O_DP_BUCKET:
+            if (!parse_size(optarg, &o.dp_bucket_bytes) || o.dp_bucket_bytes < 1024 || o.dp_bucket_bytes > (1ll << 30))
+                return user_error("--dp-bucket '%s': expected a size from 1KiB to 1GiB, e.g. 25MiB", optarg);
+            break;
         case 'h': fputs(usage_compile, stdout); return 0;
         case ':': return user_error("option '%s' needs a value", flag);
         default: return user_error("unknown option '%s' (see ckptc --help)", flag);
@@ -715,11 +729,21 @@ static int cmd_compile(int argc, char **argv) {
     if (optind >= argc) return user_error("missing MODEL.onnx (see ckptc --help)");
     if (o.infer && (o.checkpoint != CK_CKPT_NONE || o.offload)) return user_error("--checkpoint and --offload apply to training programs, not --infer");
     if (o.offload && o.checkpoint == CK_CKPT_NONE) return user_error("--offload moves the checkpoints of a --checkpoint policy to the host; choose one (e.g. --checkpoint=blocks)");
+    if (o.infer && o.data_parallel) return user_error("--data-parallel applies to training programs, not --infer");
+    if (o.dp_bucket_bytes && !o.data_parallel) return user_error("--dp-bucket sizes the buckets of --data-parallel; add it");
     if (optind + 1 < argc) return user_error("unexpected argument '%s' (one model at a time)", argv[optind + 1]);
     if (!out && !plan_only) return user_error("missing -o DIR: where to write the program (or --plan-only)");
     const char *path = argv[optind];
     char inc[4200], lib[4200];
     ckrt_paths(inc, lib, sizeof inc);
+    if (o.data_parallel && !plan_only) { /* the MPI transport is built only where CMake found MPI */
+        char mpi_lib[4300];
+        struct stat sb;
+        snprintf(mpi_lib, sizeof mpi_lib, "%s/libckrt_mpi.a", lib);
+        if (stat(mpi_lib, &sb) != 0)
+            return user_error("--data-parallel needs libckrt_mpi.a, which this ckptc's build does not have (%s): it is built "
+                              "when CMake finds MPI (Debian: apt-get install openmpi-bin libopenmpi-dev, then reconfigure)", mpi_lib);
+    }
     ck_codegen_options co = {.out_dir = out, .command_line = g_cmdline, .ckrt_include = inc, .ckrt_lib = lib,
                              .program_name = o.infer ? "model" : "trainer", .plan_only = plan_only, .explain = explain_it};
     ck_load_options lo = {.dims = dims, .n_dims = n_dims};

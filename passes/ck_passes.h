@@ -4,7 +4,7 @@
  * after the previous one, and leaves a graph the verifier accepts. The pipeline is
  * ck_compile() in cli/ckptc.c: one straight-line function a reader sees whole.
  *
- * Passes: loss -> autodiff -> optimizer (training) -> plan (liveness over the scheduled order +
+ * Passes: lower -> loss -> autodiff -> optimizer (training) -> plan (liveness over the scheduled order +
  * static offsets in one arena). The checkpoint/offload passes come next.
  */
 #ifndef CK_PASSES_H
@@ -42,6 +42,9 @@ typedef struct ck_options {
      * variance, PyTorch with the unbiased one, and PyTorch's exporter does not say which the model
      * meant. -1 (default): unbiased when the model's producer is PyTorch, else biased; 0/1 force. */
     int bn_unbiased_var;
+    /* --data-parallel: gradients averaged over the ranks before the update (data_parallel.c) */
+    bool data_parallel;
+    int64_t dp_bucket_bytes;      /* --dp-bucket SIZE; 0: 25 MiB */
 } ck_options;
 
 /* PyTorch's defaults (torch.optim.SGD / AdamW) */
@@ -49,6 +52,11 @@ typedef struct ck_options {
     {.loss = CK_LOSS_CROSS_ENTROPY, .optimizer = CK_OPT_ADAMW, .lr = 1e-3, .momentum = 0.9,            \
      .weight_decay = -1 /* per optimizer: 0 for SGD, 1e-2 for AdamW */, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, \
      .bn_unbiased_var = -1}
+
+/* Rewrites the forward graph for speed and memory before training is built (lower.c): MatMul
+ * with a 2-D right operand -> Gemm on flattened rows (a transposed weight becomes transB), the
+ * exporters' five-node erf GELU -> Gelu. */
+ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* Adds the loss: cross_entropy (an int64 labels input shaped like the logits minus the class
  * axis, mean over positions), mse (a float target input shaped like the output, mean), or output
@@ -62,6 +70,10 @@ ck_status ck_pass_autodiff(ck_graph *g, const ck_options *o, ck_diag *d);
 /* One update node per trainable parameter, in place, after the whole backward; optimizer
  * state (momentum, Adam moments) are zero-initialized OPT_STATE values. */
 ck_status ck_pass_optimizer(ck_graph *g, const ck_options *o, ck_diag *d);
+
+/* --data-parallel: a ckptc.GradAllReduce node between the backward and the update, averaging
+ * every gradient over the ranks in place; its workspace is the communication staging. */
+ck_status ck_pass_data_parallel(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* Memory plan: static region (params, buffers, constants, inputs) then a dynamic region where
  * activations and kernel workspace get offsets by liveness, greedy by size with best fit.

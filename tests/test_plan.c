@@ -201,6 +201,67 @@ START_TEST(samples_plans_are_sound) {
 }
 END_TEST
 
+static ck_value *scalar(ck_graph *g, double v) {
+    ck_value *c = ck_graph_add_value(g, "k", CK_F32, 0, NULL, CK_ROLE_CONST);
+    c->data = ck_arena_alloc(g->arena, 8);
+    ck_value_set_f(c, 0, v);
+    return c;
+}
+
+/* lower.c: y = MatMul(x (2,3,4), Transpose(W (5,4))) -> Reshape, Gemm(transB=1), Reshape, the
+ * Transpose gone; the exporters' erf GELU -> one Gelu; the replaced nodes' names and output
+ * values kept. A MatMul whose Transpose feeds something else keeps the Transpose. */
+START_TEST(lower_linear_and_gelu) {
+    ck_graph *g = ck_graph_new();
+    int64_t xd[3] = {2, 3, 4}, wd[2] = {5, 4};
+    ck_value *x = ck_graph_add_value(g, "x", CK_F32, 3, xd, CK_ROLE_INPUT);
+    ck_value *w = ck_graph_add_value(g, "W", CK_F32, 2, wd, CK_ROLE_PARAM);
+    ck_value *wt = add(g, CK_OP_TRANSPOSE, "/fc/T", 1, &w)->out[0];
+    ck_value *y = add(g, CK_OP_MATMUL, "/fc/MatMul", 2, (ck_value *[]){x, wt})->out[0];
+    ck_value *dv = add(g, CK_OP_DIV, "/act/Div", 2, (ck_value *[]){y, scalar(g, 1.4142135381698608)})->out[0];
+    ck_value *e = add(g, CK_OP_ERF, "/act/Erf", 1, &dv)->out[0];
+    ck_value *u = add(g, CK_OP_ADD, "/act/Add", 2, (ck_value *[]){e, scalar(g, 1.0)})->out[0];
+    ck_value *m = add(g, CK_OP_MUL, "/act/Mul", 2, (ck_value *[]){y, u})->out[0];
+    ck_value *z = add(g, CK_OP_MUL, "/act/Mul_1", 2, (ck_value *[]){m, scalar(g, 0.5)})->out[0];
+    ck_graph_set_inputs(g, 1, &x);
+    ck_graph_set_outputs(g, 1, &z);
+    ck_diag d = {0};
+    ck_assert_int_eq(ck_pass_lower(g, &opts, &d), CK_OK);
+    ck_assert_int_eq(ck_graph_verify(g, &d), CK_OK);
+    ck_op want[4] = {CK_OP_RESHAPE, CK_OP_GEMM, CK_OP_RESHAPE, CK_OP_GELU};
+    ck_assert_int_eq(g->n_nodes, 4);
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(g->nodes[i]->op, want[i]);
+    ck_assert_int_eq(g->nodes[0]->out[0]->rank, 2);
+    ck_assert_int_eq(g->nodes[0]->out[0]->dims[0], 6);
+    ck_assert_ptr_eq(g->nodes[1]->in[1], w);
+    ck_assert_int_eq(ck_attr_int(g->nodes[1], "transB", 0), 1);
+    ck_assert_str_eq(g->nodes[1]->name, "/fc/MatMul");
+    ck_assert_ptr_eq(g->nodes[2]->out[0], y);
+    ck_assert_ptr_eq(y->producer, g->nodes[2]);
+    ck_assert_ptr_eq(g->nodes[3]->in[0], y);
+    ck_assert_ptr_eq(g->nodes[3]->out[0], z);
+    ck_assert_str_eq(g->nodes[3]->name, "/act/Mul_1");
+    ck_graph_free(g);
+
+    /* the transposed weight is also a graph output: it must stay, and the MatMul reads it */
+    g = ck_graph_new();
+    x = ck_graph_add_value(g, "x", CK_F32, 3, xd, CK_ROLE_INPUT);
+    w = ck_graph_add_value(g, "W", CK_F32, 2, wd, CK_ROLE_PARAM);
+    wt = add(g, CK_OP_TRANSPOSE, "/fc/T", 1, &w)->out[0];
+    y = add(g, CK_OP_MATMUL, "/fc/MatMul", 2, (ck_value *[]){x, wt})->out[0];
+    ck_graph_set_inputs(g, 1, &x);
+    ck_graph_set_outputs(g, 2, (ck_value *[]){y, wt});
+    ck_assert_int_eq(ck_pass_lower(g, &opts, &d), CK_OK);
+    ck_assert_int_eq(ck_graph_verify(g, &d), CK_OK);
+    ck_assert_int_eq(g->n_nodes, 4);
+    ck_assert_int_eq(g->nodes[0]->op, CK_OP_TRANSPOSE);
+    ck_assert_ptr_eq(g->nodes[2]->in[1], wt);
+    ck_assert_int_eq(ck_attr_int(g->nodes[2], "transB", 0), 0);
+    ck_graph_free(g);
+    ck_diag_clear(&d);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("plan");
     TCase *tc = tcase_create("plan");
@@ -210,6 +271,7 @@ int main(void) {
     tcase_add_test(tc, reuse_across_sizes);
     tcase_add_test(tc, views_alias_their_root);
     tcase_add_test(tc, samples_plans_are_sound);
+    tcase_add_test(tc, lower_linear_and_gelu);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

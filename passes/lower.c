@@ -1,0 +1,185 @@
+/* lower.c — rewrites of the forward graph, before the loss and autodiff, that make the training
+ * step cheaper in time and memory without changing what it computes (beyond float rounding).
+ *
+ * Exporters spell a Linear layer as MatMul(x, Transpose(W)) on (B, T, K) activations, and GELU
+ * as five elementwise nodes. Taken literally, the first materializes W^T every step, keeps it for
+ * the backward, runs B small GEMMs instead of one, and its gradient transposes again and sums a
+ * (B, K, N) batch of partial products; the second keeps four (B, T, 4d) intermediates for the
+ * backward where one is enough. So:
+ *
+ *   MatMul(A: (..., M, K), B: (K, N))       -> Reshape(Gemm(Reshape(A, (prod(...)*M, K)), B), (..., M, N))
+ *     with B = Transpose(W: (N, K))            Gemm(..., W, transB=1): no transpose at all
+ *   Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)  -> Gelu(x)   (any operand order)
+ *
+ * Reshapes are views (no bytes), Gemm's gradient uses its trans flags (no transposes), and Gelu's
+ * gradient reads only x. Each replacement keeps the replaced node's name, so scope-based
+ * checkpoint policies see the same blocks; the last new node produces the original output value,
+ * so everything downstream (graph outputs, names in reports) is unchanged.
+ */
+#include "ck_passes.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    ck_graph *g;
+    int *uses;      /* per value id: how many node inputs and graph outputs read it */
+    ck_node **out;  /* the new schedule */
+    int n_out;
+} ck_lower;
+
+static ck_node *emit(ck_lower *L, ck_op op, const char *name, int n_in, ck_value **in) {
+    ck_node *n = ck_graph_add_node(L->g, op, name, n_in, in, 1);
+    L->g->n_nodes--; /* ck_graph_add_node appended it to the old schedule; the new one gets it */
+    L->out[L->n_out++] = n;
+    return n;
+}
+
+static void set_int(ck_lower *L, ck_node *n, const char *name, int64_t v) {
+    ck_node_add_attr(L->g, n, (ck_attr){.name = name, .kind = CK_ATTR_INT, .i = v});
+}
+
+static ck_value *shape_const(ck_lower *L, int rank, const int64_t *dims) {
+    int64_t k = rank;
+    ck_value *c = ck_graph_add_value(L->g, "shape", CK_I64, 1, &k, CK_ROLE_CONST);
+    c->data = ck_arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(rank + 1));
+    CK_ASSERT(c->data);
+    memcpy(c->data, dims, sizeof(int64_t) * (size_t)rank);
+    return c;
+}
+
+/* Makes n produce `v` (an existing value) instead of its fresh output. */
+static ck_status adopt_output(ck_lower *L, ck_node *n, ck_value *v, ck_diag *d) {
+    ck_status st = ck_infer_node(n, d);
+    if (st) return st;
+    ck_value *fresh = n->out[0];
+    CK_ASSERT(fresh->dtype == v->dtype && fresh->rank == v->rank &&
+              memcmp(fresh->dims, v->dims, sizeof(int64_t) * (size_t)v->rank) == 0);
+    fresh->producer = NULL;
+    n->out[0] = v;
+    v->producer = n;
+    return CK_OK;
+}
+
+static ck_value *reshape(ck_lower *L, const char *name, ck_value *x, int rank, const int64_t *dims, ck_diag *d) {
+    ck_node *r = emit(L, CK_OP_RESHAPE, name, 2, (ck_value *[]){x, shape_const(L, rank, dims)});
+    return ck_infer_node(r, d) ? NULL : r->out[0];
+}
+
+static bool has_zero_dim(const ck_value *v) {
+    for (int i = 0; i < v->rank; i++)
+        if (v->dims[i] == 0) return true;
+    return false;
+}
+
+/* MatMul with a 2-D float right operand -> Gemm on the flattened rows. Returns true when done. */
+static bool lower_matmul(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
+    ck_value *A = n->in[0], *B = n->in[1], *Y = n->out[0];
+    if (A->dtype != CK_F32 || B->dtype != CK_F32 || A->rank < 2 || B->rank != 2) return false;
+    if (has_zero_dim(A) || has_zero_dim(B)) return false;
+    int trans_b = 0;
+    ck_node *t = B->producer;
+    if (t && t->op == CK_OP_TRANSPOSE && t->in[0]->rank == 2 && L->uses[B->id] == 1) {
+        const ck_attr *perm = ck_attr_find(t, "perm"); /* absent: reverse, which is the swap */
+        if (!perm || (perm->n == 2 && perm->ints[0] == 1 && perm->ints[1] == 0)) {
+            B = t->in[0];
+            trans_b = 1;
+        }
+    }
+    char name[512];
+    ck_value *A2 = A;
+    if (A->rank > 2) {
+        int64_t rows = 1;
+        for (int i = 0; i < A->rank - 1; i++) rows *= A->dims[i];
+        snprintf(name, sizeof name, "%s/rows", n->name);
+        A2 = reshape(L, name, A, 2, (int64_t[]){rows, A->dims[A->rank - 1]}, d);
+        if (!A2) return *st = CK_ERR_SHAPE, true;
+    }
+    ck_node *gm = emit(L, CK_OP_GEMM, n->name, 2, (ck_value *[]){A2, B});
+    if (trans_b) set_int(L, gm, "transB", 1);
+    if (A->rank == 2) {
+        *st = adopt_output(L, gm, Y, d);
+        return true;
+    }
+    if ((*st = ck_infer_node(gm, d))) return true;
+    snprintf(name, sizeof name, "%s/unrows", n->name);
+    ck_node *r = emit(L, CK_OP_RESHAPE, name, 2, (ck_value *[]){gm->out[0], shape_const(L, Y->rank, Y->dims)});
+    *st = adopt_output(L, r, Y, d);
+    return true;
+}
+
+/* The scalar float constant c holds, or NAN. */
+static double scalar_const(const ck_value *c) {
+    if (!c || c->role != CK_ROLE_CONST || !c->data || !ck_dtype_is_float(c->dtype) || ck_value_numel(c) != 1) return NAN;
+    return ck_value_get_f(c, 0);
+}
+
+/* The operand of binary node n (op) that is not the scalar constant `k`, or NULL. */
+static ck_value *other_than_const(const ck_node *n, ck_op op, double k) {
+    if (!n || n->op != op || n->n_in != 2) return NULL;
+    for (int i = 0; i < 2; i++)
+        if (fabs(scalar_const(n->in[i]) - k) <= 1e-6 * fabs(k)) return n->in[1 - i];
+    return NULL;
+}
+
+/* Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5) -> Gelu(x); every intermediate used once. */
+static bool lower_gelu(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
+    ck_value *t = other_than_const(n, CK_OP_MUL, 0.5), *Y = n->out[0];
+    if (!t || Y->dtype != CK_F32 || !t->producer || t->producer->op != CK_OP_MUL || L->uses[t->id] != 1) return false;
+    ck_node *m = t->producer;
+    for (int i = 0; i < 2; i++) {
+        ck_value *x = m->in[i], *u = m->in[1 - i];
+        if (!u->producer || L->uses[u->id] != 1) continue;
+        ck_value *e = other_than_const(u->producer, CK_OP_ADD, 1.0);
+        if (!e || !e->producer || e->producer->op != CK_OP_ERF || L->uses[e->id] != 1) continue;
+        ck_value *q = e->producer->in[0];
+        if (!q->producer || L->uses[q->id] != 1) continue;
+        ck_node *dv = q->producer;
+        bool div = dv->op == CK_OP_DIV && dv->in[0] == x && fabs(scalar_const(dv->in[1]) - sqrt(2.0)) <= 1e-6;
+        bool mul = other_than_const(dv, CK_OP_MUL, sqrt(0.5)) == x;
+        if (!div && !mul) continue;
+        if (x->rank != Y->rank || memcmp(x->dims, Y->dims, sizeof(int64_t) * (size_t)Y->rank) != 0) continue;
+        ck_node *gl = emit(L, CK_OP_GELU, n->name, 1, &x);
+        *st = adopt_output(L, gl, Y, d);
+        return true;
+    }
+    return false;
+}
+
+ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
+    (void)o;
+    ck_lower L = {.g = g};
+    int nn = g->n_nodes;
+    L.uses = calloc((size_t)g->next_value_id + 1, sizeof *L.uses);
+    ck_node **old = malloc(sizeof *old * (size_t)(nn + 1));
+    L.out = malloc(sizeof *L.out * (size_t)(3 * nn + 1));
+    if (!L.uses || !old || !L.out) {
+        free(L.uses), free(old), free(L.out);
+        ck_diag_add(d, "out of memory lowering the graph");
+        return CK_ERR_NOMEM;
+    }
+    memcpy(old, g->nodes, sizeof *old * (size_t)nn);
+    for (int i = 0; i < nn; i++)
+        for (int k = 0; k < old[i]->n_in; k++)
+            if (old[i]->in[k]) L.uses[old[i]->in[k]->id]++;
+    for (int i = 0; i < g->n_outputs; i++) L.uses[g->outputs[i]->id]++;
+    ck_status st = CK_OK;
+    int changed = 0;
+    for (int i = 0; i < nn && !st; i++) {
+        ck_node *n = old[i];
+        bool done = false;
+        if (n->op == CK_OP_MATMUL) done = lower_matmul(&L, n, d, &st);
+        else if (n->op == CK_OP_MUL) done = lower_gelu(&L, n, d, &st);
+        if (done) changed++;
+        else L.out[L.n_out++] = n;
+    }
+    if (!st && changed) {
+        /* the replaced nodes' inputs (a Transpose, the GELU's inner nodes) die here */
+        ck_graph_set_nodes(g, L.n_out, L.out);
+        ck_graph_remove_dead(g);
+    }
+    free(L.uses), free(old), free(L.out);
+    return st;
+}
