@@ -39,6 +39,10 @@ ck_status ck_emit_want_dtype(ck_emit *e, const ck_node *n, const ck_value *v, co
 /* fprintf to e->f when emitting; nothing when checking. */
 void ck_emit_printf(ck_emit *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* DIR/kernels.cu (emit_cuda.c): the CUDA wrappers for the ckrt_* calls found in model_c, after
+ * the embedded kernel body headers. */
+ck_status ck_codegen_kernels_cu(FILE *f, const char *program, const char *model_c);
+
 #define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws) \
     ck_status ck_emit_##kernel(ck_emit *e, const ck_node *n);
 #include "ops.def"

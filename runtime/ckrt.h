@@ -107,6 +107,7 @@ typedef struct ckrt_backend {
     int (*event_record)(ckrt_ctx *c, int event, int stream);
     int (*stream_wait)(ckrt_ctx *c, int stream, int event);
     int (*synchronize)(ckrt_ctx *c);
+    const struct ckrt_device_ops *dev;  /* kernels run elsewhere (ckrt_device.h); NULL: the CPU entry points */
 } ckrt_backend;
 
 extern const ckrt_backend ckrt_cpu_backend;
@@ -212,5 +213,6 @@ uint64_t ckrt_checksum(const void *data, size_t n);
 /* ---------------------------------------------------------------- kernels */
 
 #include "ckrt_ops.h"
+#include "ckrt_device.h"
 
 #endif

@@ -1,0 +1,85 @@
+/* ckrt_kernels_gpu.h — what the GPU's thin __global__ wrappers need besides the kernel bodies of
+ * ckrt_kernels*.h: the launch geometry (one grid-stride loop, shared by every wrapper, and the
+ * grid the host computes for it), the by-value array type for dims and strides (kernel arguments
+ * cannot point into host memory), and a few element bodies the CPU backend spells inline with
+ * BLAS or memcpy (GEMM's broadcast C, a bias add, byte-sized element copies, integer loads).
+ * Under the rules of ckrt_kernels.h: C that also compiles as CUDA, no state, int64_t indices.
+ */
+#ifndef CKRT_KERNELS_GPU_H
+#define CKRT_KERNELS_GPU_H
+
+#include "ckrt_kernels.h"
+
+/* Threads per block and the most blocks one launch uses; work beyond grid * block is picked up
+ * by the grid-stride loop. */
+#define CK_G_BLOCK 256
+#define CK_G_MAX_GRID 65535
+
+/* The grid for n work items (n >= 1): ceil(n / CK_G_BLOCK) blocks, at most CK_G_MAX_GRID. */
+#define CK_G_BLOCKS(n) (((n) + CK_G_BLOCK - 1) / CK_G_BLOCK)
+#define CK_G_GRID(n) (CK_G_BLOCKS(n) > CK_G_MAX_GRID ? CK_G_MAX_GRID : CK_G_BLOCKS(n))
+
+/* The loop every wrapper runs: work item i of n, each visited by exactly one thread.
+ * CK_G_VISIT is a hook for the CPU emulation (tests/cuda_emu.c), which counts the visits. */
+#ifndef CK_G_VISIT
+#define CK_G_VISIT(i, n) 1
+#endif
+#define CK_G_LOOP(i, n)                                                                               \
+    for (int64_t i = (int64_t)blockIdx.x * (int64_t)blockDim.x + (int64_t)threadIdx.x; i < (n) && CK_G_VISIT(i, n); \
+         i += (int64_t)gridDim.x * (int64_t)blockDim.x)
+
+/* dims, strides: up to CK_K_MAX_RANK (8) entries, passed to kernels by value */
+typedef struct ck_dims {
+    int64_t v[8];
+} ck_dims;
+
+/* A fill value of up to 16 bytes, by value. */
+typedef struct ck_value16 {
+    uint64_t w[2];
+} ck_value16;
+
+/* Copies element j of x to element i of y, esz bytes each (1, 2, 4, 8 or any other size). */
+CK_DEV void ck_k_copy_elem(void *y, int64_t i, const void *x, int64_t j, int esz) {
+    switch (esz) {
+    case 1: ((uint8_t *)y)[i] = ((const uint8_t *)x)[j]; break;
+    case 2: ((uint16_t *)y)[i] = ((const uint16_t *)x)[j]; break;
+    case 4: ((uint32_t *)y)[i] = ((const uint32_t *)x)[j]; break;
+    case 8: ((uint64_t *)y)[i] = ((const uint64_t *)x)[j]; break;
+    default:
+        for (int b = 0; b < esz; b++) ((uint8_t *)y)[i * esz + b] = ((const uint8_t *)x)[j * esz + b];
+        break;
+    }
+}
+
+/* Element i of an integer array of dtype dt (CK_K_I64, I32, I16, I8, U8), as int64; and back
+ * (the value is representable: it is an element or a bound of that dtype). */
+CK_DEV int64_t ck_k_load_int(int dt, const void *p, int64_t i) {
+    switch (dt) {
+    case CK_K_I64: return ((const int64_t *)p)[i];
+    case CK_K_I32: return ((const int32_t *)p)[i];
+    case CK_K_I16: return ((const int16_t *)p)[i];
+    case CK_K_I8: return ((const int8_t *)p)[i];
+    default: return ((const uint8_t *)p)[i];
+    }
+}
+CK_DEV void ck_k_store_int(int dt, void *p, int64_t i, int64_t v) {
+    switch (dt) {
+    case CK_K_I64: ((int64_t *)p)[i] = v; break;
+    case CK_K_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case CK_K_I16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case CK_K_I8: ((int8_t *)p)[i] = (int8_t)v; break;
+    default: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    }
+}
+
+/* Gemm's C operand broadcast to element i of y: (M, N) from cm: (cm_rows, cm_cols), each 1 or
+ * the full extent (what the CPU's ckrt_gemm writes before its sgemm with beta). */
+CK_DEV float ck_k_gemm_cm(int64_t i, const float *cm, int64_t N, int64_t cm_rows, int64_t cm_cols) {
+    int64_t r = i / N, col = i % N;
+    return cm[(cm_rows == 1 ? 0 : r) * cm_cols + (cm_cols == 1 ? 0 : col)];
+}
+
+/* Convolution's bias on element i of one image group's output (Mg, out_n): b[i / out_n]. */
+CK_DEV float ck_k_bias_of(int64_t i, const float *b, int64_t out_n) { return b[i / out_n]; }
+
+#endif

@@ -1,0 +1,37 @@
+/* cuda_impl.h — private to the CUDA backend: the seam between its op layer (cuda_ops.c: what each
+ * ckrt_* entry point launches, as grid sizes, kernel arguments and cuBLAS calls) and its device
+ * layer (cuda_driver.c: the driver API, NVRTC, cuBLAS, streams, the arena; or tests/cuda_emu.c,
+ * which runs the same op layer and the same kernels.cu on the CPU to check it without a GPU).
+ *
+ * Pointers the generated code passes point into ckrt_ctx.arena, which on CUDA is the host mirror
+ * of the device arena (ckrt_main reads and writes it as on the CPU); ckrt_cu_ptr maps them to
+ * device addresses. The op layer never includes cuda.h.
+ */
+#ifndef CKRT_CUDA_IMPL_H
+#define CKRT_CUDA_IMPL_H
+
+#include "ckrt.h"
+
+typedef unsigned long long ckrt_dptr; /* a device address (CUdeviceptr) */
+
+/* The device address of p, a pointer into the arena mirror (NULL -> 0). */
+ckrt_dptr ckrt_cu_ptr(ckrt_ctx *c, const void *p);
+/* Launches ck_g_<kernel> over n >= 1 work items on the compute stream: grid CK_G_GRID(n) blocks
+ * of CK_G_BLOCK threads; args as for cuLaunchKernel, args[0] pointing to n (int64_t). */
+int ckrt_cu_launch(ckrt_ctx *c, const char *kernel, int64_t n, void **args);
+/* Column-major, as cublasSgemmStridedBatched: y_i = alpha op(a_i) op(b_i) + beta y_i over
+ * batch entries i, op(a_i): (m, k). Strides in elements. */
+int ckrt_cu_gemm(ckrt_ctx *c, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, ckrt_dptr a, int64_t lda,
+                 int64_t stride_a, ckrt_dptr b, int64_t ldb, int64_t stride_b, float beta, ckrt_dptr y, int64_t ldy,
+                 int64_t stride_y, int64_t batch);
+/* Zeroes bytes at p (compute stream). */
+int ckrt_cu_memset0(ckrt_ctx *c, ckrt_dptr p, int64_t bytes);
+/* Copies device bytes to host memory once the compute stream has produced them (synchronous). */
+int ckrt_cu_read(ckrt_ctx *c, void *dst, ckrt_dptr src, int64_t bytes);
+/* A device scratch area owned by the backend (partial sums of the loss), *bytes its size. */
+ckrt_dptr ckrt_cu_scratch(ckrt_ctx *c, int64_t *bytes);
+
+/* The op layer's table (cuda_ops.c). */
+extern const ckrt_device_ops ckrt_cuda_ops;
+
+#endif
