@@ -267,6 +267,16 @@ static char *report_members(const ck_graph *g, const ck_options *o) {
         fprintf(f, "}");
     }
     fprintf(f, "]}");
+    for (int i = 0; i < g->n_nodes; i++) { /* --data-parallel: the communication buffers in the plan */
+        const ck_node *n = g->nodes[i];
+        if (n->op != CK_OP_GRAD_ALLREDUCE) continue;
+        int64_t w = ck_attr_int(n, "staging_floats", 1), tot = ck_attr_int(n, "gradient_floats", 0);
+        fprintf(f, ",\n  \"data_parallel_plan\": {\"gradients\": %d, \"gradient_bytes\": %lld, \"bucket_bytes\": %lld, "
+                   "\"buckets\": %lld, \"staging_bytes\": %lld, \"staging_offset\": %lld, \"staging_step\": %d, "
+                   "\"staging_live_at_peak\": %s, \"gradients_averaged_in_place\": true}",
+                n->n_in, (long long)tot * 4, (long long)w * 4, (long long)((tot + w - 1) / w), (long long)ck_ws_grad_allreduce(n),
+                (long long)n->ws_offset, i, i == p->peak_step ? "true" : "false");
+    }
     fclose(f);
     return buf;
 }
@@ -393,6 +403,7 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
                 (long long)g->loss->offset, n_state, (long long)p->host_bytes, (long long)p->offload_bytes);
     else
         fprintf(f, "    .step = step,\n");
+    if (train && o->data_parallel) fprintf(f, "    .comm_init = ckrt_mpi_comm_init, /* --data-parallel: mpirun -np N */\n");
     fprintf(f, "};\n\nint main(int argc, char **argv) { return ckrt_main(&program, argc, argv); }\n");
     return CK_OK;
 }
@@ -488,7 +499,8 @@ static void write_plan_json(const ck_graph *g, FILE *f) {
     for (int i = 0; i < g->n_nodes; i++) {
         const ck_node *n = g->nodes[i];
         if (n->ws_bytes <= 0) continue;
-        fprintf(f, ",\n    {\"name\": \"workspace of node %d\", \"category\": \"workspace\", \"offset\": %lld, \"bytes\": %lld}",
+        fprintf(f, n->op == CK_OP_GRAD_ALLREDUCE ? ",\n    {\"name\": \"communication staging of node %d\", \"category\": "
+                                                 : ",\n    {\"name\": \"workspace of node %d\", \"category\": \"workspace\", \"offset\": %lld, \"bytes\": %lld}",
                 i, (long long)n->ws_offset, (long long)n->ws_bytes);
     }
     fprintf(f, "\n  ]\n}\n");
@@ -573,6 +585,9 @@ ck_status ck_codegen(const ck_graph *g, const ck_options *o, const ck_codegen_op
     /* what libckrt's CUDA backend links (NVRTC, cuBLAS; the driver is opened at run time) */
     fprintf(f, "CKRT_LIBS ?= %s\n", CK_CKRT_EXTRA_LIBS);
     fprintf(f, "CFLAGS ?= -O2\nCFLAGS += -std=c11 -Wall -Wextra -Werror\n");
+    if (o->data_parallel && g->loss) /* an MPI program: MPI's compiler wrapper, and the MPI transport */
+        fprintf(f, "# --data-parallel: run it with mpirun -np N ./%s ...\nMPICC ?= mpicc\nCC = $(MPICC)\n"
+                   "LDFLAGS += $(CKRT_LIB)/libckrt_mpi.a\n", co->program_name);
 #ifdef CK_SANITIZED
     /* this ckptc and its libckrt were built with CK_SANITIZE: programs linking that libckrt need
      * the sanitizers' instrumentation and runtimes too (and are checked by them) */

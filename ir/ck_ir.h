@@ -168,6 +168,9 @@ typedef struct ck_op_info {
 
 int64_t ck_ws_conv(const ck_node *n);
 int64_t ck_ws_conv_grad(const ck_node *n);
+/* ckptc.GradAllReduce: the communication staging, 2 x attribute staging_floats floats */
+int64_t ck_ws_grad_allreduce(const ck_node *n);
+#define CK_MAX_GRADS (1 << 24)
 /* Floating-point operations one run of the node costs (flops.c). */
 int64_t ck_node_flops(const ck_node *n);
 

@@ -37,6 +37,7 @@ int64_t ck_node_flops(const ck_node *n) {
         int64_t k = ck_value_numel(n->out[0]) / (n->out[0]->dims[0] ? n->out[0]->dims[0] : 1); /* per filter */
         return 2 * ck_value_numel(dy) * k;
     }
+    case CK_OP_GRAD_ALLREDUCE: return 0; /* communication (its sums are N - 1 adds per element) */
     default: return numel_out(n);
     }
 }

@@ -87,6 +87,22 @@ ck_status ck_infer_grad_to_shape(ck_node *n, ck_diag *d) {
     return CK_OK;
 }
 
+/* GradAllReduce (g_1 .. g_n) -> the same gradients averaged over the ranks, in place. */
+ck_status ck_infer_grad_allreduce(ck_node *n, ck_diag *d) {
+    if (n->n_out != n->n_in) return shape_err(d, n, "needs one output per gradient");
+    for (int k = 0; k < n->n_in; k++) {
+        if (!n->in[k] || n->in[k]->dtype != CK_F32) return shape_err(d, n, "averages float32 gradients only");
+        set_like(n->out[k], n->in[k], CK_F32);
+    }
+    return CK_OK;
+}
+
+int64_t ck_ws_grad_allreduce(const ck_node *n) {
+    int64_t w = ck_attr_int(n, "staging_floats", 0);
+    CK_ASSERT(w > 0);
+    return 2 * w * (int64_t)sizeof(float);
+}
+
 /* SGD (param, grad[, momentum]) and AdamW (param, grad, m, v): updated state, in place. */
 ck_status ck_infer_optimizer(ck_node *n, ck_diag *d) {
     for (int i = 1; i < n->n_in; i++)

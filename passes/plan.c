@@ -72,6 +72,7 @@ bool ck_node_is_view(const ck_node *n, const ck_options *o) {
 
 int ck_node_inplace_input(const ck_node *n, int k) {
     if (n->op == CK_OP_SGD || n->op == CK_OP_ADAMW) return k == 0 ? 0 : k + 1;
+    if (n->op == CK_OP_GRAD_ALLREDUCE) return k; /* each gradient averaged in place */
     return -1;
 }
 

@@ -60,6 +60,9 @@ const char *ckrt_dtype_name(ckrt_dtype t);
 /* ---------------------------------------------------------------- context */
 
 struct ckrt_backend;
+struct ckrt_dp;
+struct ckrt_comm;
+struct ckrt_grad_slot;
 
 typedef struct ckrt_ctx {
     unsigned char *arena;          /* the one device arena (host memory on the CPU backend) */
@@ -71,6 +74,7 @@ typedef struct ckrt_ctx {
     int64_t step;
     const char *node;              /* the node being run, named in kernel errors */
     int check_finite;              /* set: the generated code checks every float output */
+    struct ckrt_dp *dp;            /* data-parallel runs: ranks, communicator, timers (dp.c); NULL otherwise */
     int code;
     char msg[1024];
 } ckrt_ctx;
@@ -181,6 +185,8 @@ typedef struct ckrt_program {
     const int *recompute_steps;    /* where each recompute group starts */
     int n_state;
     const ckrt_state *state;
+    /* ckptc --data-parallel: the communicator's constructor (ckrt_mpi_comm_init); NULL: one process */
+    int (*comm_init)(int *argc, char ***argv, struct ckrt_comm **out, char *msg, size_t msg_size);
 } ckrt_program;
 
 /* One curve of a memory timeline: bytes in use per step, with the step where the backward
@@ -209,6 +215,53 @@ int ckrt_main(const ckrt_program *p, int argc, char **argv);
 #define CKRT_WEIGHTS_VERSION 1
 #define CKRT_WEIGHTS_HEADER 56
 uint64_t ckrt_checksum(const void *data, size_t n);
+
+/* ---------------------------------------------------------------- data parallel (docs/data-parallel.md)
+ *
+ * A program compiled with `ckptc --data-parallel` runs as N ranks (`mpirun -np N DIR/trainer`).
+ * Each rank trains the same plan on its shard of the batch; the gradients are averaged before the
+ * optimizer step by the ckptc.GradAllReduce node at the end of the backward, which calls
+ * ckrt_grad_allreduce on literal arena offsets like any kernel. The transport is a ckrt_comm: MPI
+ * today (libckrt_mpi.a, runtime/mpi/ckrt_mpi.c, built only where MPI is found; libckrt itself
+ * never needs MPI), NCCL on the CUDA backend later. Control-plane calls move a few host bytes
+ * (agreement on errors, losses, checksums); data-plane calls move arena (device) memory. */
+typedef struct ckrt_comm {
+    const char *name;              /* "mpi" */
+    int rank, size;
+    /* control plane, host memory: every rank's `bytes` bytes gathered in rank order; a broadcast */
+    int (*allgather)(struct ckrt_comm *m, const void *send, void *recv, int64_t bytes);
+    int (*bcast)(struct ckrt_comm *m, void *buf, int64_t bytes, int root);
+    /* data plane, arena memory, float32: chunk q of send (send_counts[q] at send_displs[q]) goes
+     * to rank q; every rank's chunk for this rank lands at recv + recv_displs[q] */
+    int (*alltoallv)(struct ckrt_comm *m, const float *send, const int64_t *send_counts, const int64_t *send_displs,
+                     float *recv, const int64_t *recv_counts, const int64_t *recv_displs);
+    /* in place: rank q's counts[q] floats at buf + displs[q] reach every rank */
+    int (*allgatherv)(struct ckrt_comm *m, float *buf, const int64_t *counts, const int64_t *displs);
+    int (*bcast_data)(struct ckrt_comm *m, void *buf, int64_t bytes, int root);
+    /* optional: a transport that reduces gradients itself (NCCL on device streams); NULL: the
+     * generic deterministic reduction of dp.c over alltoallv + allgatherv */
+    int (*grad_allreduce)(struct ckrt_comm *m, ckrt_ctx *c, float *staging, int64_t staging_floats, int n,
+                          const struct ckrt_grad_slot *grads);
+    void (*abort)(struct ckrt_comm *m, int code); /* stops every rank; does not return */
+    void (*finalize)(struct ckrt_comm *m);
+    char msg[256];                 /* why the last call failed */
+} ckrt_comm;
+
+/* MPI_COMM_WORLD (libckrt_mpi.a; link with mpicc). */
+int ckrt_mpi_comm_init(int *argc, char ***argv, ckrt_comm **out, char *msg, size_t msg_size);
+
+/* One gradient: numel floats at arena offset `offset`. */
+typedef struct ckrt_grad_slot {
+    int64_t offset, numel;
+} ckrt_grad_slot;
+
+/* The gradients, in the order the backward finishes them, averaged over the ranks in place.
+ * Deterministic: packed into buckets of staging_floats in the staging area (2 x staging_floats:
+ * the bucket, then what the other ranks send), each rank sums one slice of every bucket over the
+ * ranks in rank order 0..N-1 and divides by N, then the slices are gathered back: the same bits
+ * on every rank and every run for a given N. First agrees with every rank that all got here
+ * (a rank that failed earlier in the step stops them all with its message). */
+int ckrt_grad_allreduce(ckrt_ctx *c, float *staging, int64_t staging_floats, int n, const ckrt_grad_slot *grads);
 
 /* ---------------------------------------------------------------- kernels */
 

@@ -14,6 +14,7 @@
  * --allow-nonfinite); on the last step the gradients are dumped before the update runs.
  */
 #include "ckrt.h"
+#include "ckrt_dp.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -65,6 +66,7 @@ typedef struct run {
     double *step_seconds;
     int64_t measured;
     int from_file[64];
+    ckrt_dp *dp;                   /* data-parallel programs (ckptc --data-parallel); NULL otherwise */
 } run;
 
 static bool training(const run *r) { return r->p->forward != NULL; }
@@ -219,11 +221,16 @@ static int load_inputs(run *r) {
         const ckrt_io *io = &p->inputs[i];
         r->from_file[i] = r->input_file[i] != NULL;
         if (!r->input_file[i]) {
-            fill_input(io, c->arena + io->offset, r->seed, i);
+            fill_input(io, c->arena + io->offset, ckrt_dp_seed(r->dp, r->seed), i);
             continue;
         }
         ckrt_array a;
+        if (r->dp) r->input_file[i] = ckrt_dp_input_path(r->dp, r->input_file[i]); /* "{rank}" */
         CKRT_TRY(ckrt_npy_read(c, r->input_file[i], &a));
+        if (r->dp && ckrt_dp_shard(r->dp, c, io, i, r->input_file[i], &a)) { /* this rank's rows of the batch */
+            free(a.data);
+            return c->code;
+        }
         char want[200], got[200];
         shape_str(want, sizeof want, io->rank, io->dims);
         shape_str(got, sizeof got, a.rank, a.dims);
@@ -292,6 +299,7 @@ static void print_summary(const run *r) {
         if (p->planned_bytes[k]) printf("  %-20s %12lld\n", cat[k], (long long)p->planned_bytes[k]);
     printf("  %-20s %12lld\n  %-20s %12lld\n", "planned peak", (long long)p->arena_bytes, "measured peak", (long long)r->measured);
     if (p->host_bytes) printf("  %-20s %12lld\n", "host pool (offload)", (long long)p->host_bytes);
+    if (r->dp) ckrt_dp_print_summary(r->dp);
     printf("  %-20s %12.3f ms (median)\n", "step time", median_ms(r));
     if (training(r) && r->steps > 0) printf("  %-20s %12.6f -> %.6f\n", "loss", r->losses[0], r->losses[r->steps - 1]);
 }
@@ -331,6 +339,7 @@ static int write_report(run *r) {
         for (int i = 0; i < p->n_timeline; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)p->timeline[i]);
         fprintf(f, "]},\n");
     }
+    if (r->dp) ckrt_dp_report_json(r->dp, f);
     fprintf(f, "  \"step_time_ms\": %.4f,\n", median_ms(r));
     fprintf(f, "  \"step_seconds\": [");
     for (int64_t i = 0; i < r->steps; i++) fprintf(f, "%s%.6f", i ? ", " : "", r->step_seconds[i]);
@@ -439,8 +448,8 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* One training step; dumps gradients before the last update when asked. */
-static int train_step(run *r, int64_t s) {
+/* Forward, backward and the loss check of one step. */
+static int train_local(run *r, int64_t s) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
     c->step = s + 1;
@@ -465,9 +474,23 @@ static int train_step(run *r, int64_t s) {
         return ckrt_fail(c, CKRT_ERR_DATA, "step %lld: the loss is %g but no forward tensor is non-finite on a rerun", (long long)(s + 1),
                          (double)loss);
     }
-    if (s + 1 == r->steps && r->grads_dir) CKRT_TRY(write_npys(r, r->grads_dir, true));
+    return CKRT_OK;
+}
+
+/* One training step; dumps gradients before the last update when asked. Data parallel: the
+ * backward's all-reduce node averaged the gradients once every rank got there; a rank that failed
+ * makes the one agreement call the others are waiting in, so all stop at the same point; the
+ * loss becomes the ranks' mean; buffers and replica checks follow the update (dp.c). */
+static int train_step(run *r, int64_t s) {
+    ckrt_ctx *c = &r->c;
+    const ckrt_program *p = r->p;
+    int rc = train_local(r, s);
+    if (!rc && s + 1 == r->steps && r->grads_dir && ckrt_dp_writes(r->dp)) rc = write_npys(r, r->grads_dir, true);
+    if (r->dp && !ckrt_dp_agreed(r->dp)) rc = ckrt_dp_after_backward(r->dp, c, rc, &r->losses[s]);
+    if (rc) return rc;
     CKRT_TRY(p->update(c));
-    return c->be->synchronize(c);
+    CKRT_TRY(c->be->synchronize(c));
+    return r->dp ? ckrt_dp_after_update(r->dp, c, p, s + 1, r->steps) : CKRT_OK;
 }
 
 static int run_program(run *r, int argc, char **argv) {
@@ -475,6 +498,7 @@ static int run_program(run *r, int argc, char **argv) {
     const ckrt_program *p = r->p;
     r->steps = 1;
     int rc = parse_args(r, argc, argv);
+    if (rc > 0 && r->dp) rc = ckrt_dp_agree(r->dp, c, rc);
     if (rc) return rc;
     if (p->n_inputs > 64) return ckrt_fail(c, CKRT_ERR_INTERNAL, "more than 64 inputs");
     r->losses = calloc((size_t)r->steps, sizeof *r->losses);
@@ -491,10 +515,14 @@ static int run_program(run *r, int argc, char **argv) {
         c->host = h;
         c->host_bytes = p->host_bytes;
     }
-    c->seed = r->seed;
+    c->seed = ckrt_dp_seed(r->dp, r->seed); /* dropout: one stream per rank */
     if (!(rc = load_weights(r))) {
         memset(c->arena + p->weights_bytes, 0, (size_t)(p->static_bytes - p->weights_bytes)); /* optimizer state */
         rc = load_inputs(r);
+    }
+    if (r->dp) { /* every rank checked its weights and inputs: stop all if one failed; same weights everywhere */
+        rc = ckrt_dp_agree(r->dp, c, rc);
+        if (!rc) rc = ckrt_dp_check_replicas(r->dp, c, p, "after loading the weights");
     }
     if (!rc) {
         uint64_t *w = (uint64_t *)(c->arena + p->static_bytes);
@@ -535,6 +563,9 @@ static int run_program(run *r, int argc, char **argv) {
             }
         }
         c->node = NULL;
+        bool steps_ok = rc == CKRT_OK;
+        if (!ckrt_dp_writes(r->dp)) /* data parallel: rank 0 writes every file */
+            r->dump_dir = r->params_dir = r->save_weights = r->report = r->timeline = NULL;
         if (!rc && r->dump_dir) rc = ensure_dir(c, r->dump_dir);
         for (int i = 0; !rc && r->dump_dir && i < p->n_outputs; i++) {
             const ckrt_io *io = &p->outputs[i];
@@ -549,6 +580,7 @@ static int run_program(run *r, int argc, char **argv) {
             ckrt_curve cv = {p->policy ? p->policy : p->name, p->n_timeline, p->timeline, p->backward_step, p->n_recompute_steps, p->recompute_steps};
             rc = ckrt_timeline_svg(c, r->timeline, 1, &cv);
         }
+        if (r->dp && steps_ok) rc = ckrt_dp_agree(r->dp, c, rc); /* rank 0's files written, or all stop */
         if (!rc && training(r)) print_summary(r);
         if (!rc)
             printf("%s: %lld step%s; planned peak %lld bytes, measured %lld bytes\n", p->name, (long long)r->steps,
@@ -567,9 +599,12 @@ int ckrt_main(const ckrt_program *p, int argc, char **argv) {
     r.p = p;
     r.c.be = &ckrt_cpu_backend;
     ckrt_cpu_init();
-    int rc = run_program(&r, argc, argv);
+    int rc = p->comm_init ? ckrt_dp_init(&r.dp, p, &r.c, &argc, &argv) : CKRT_OK;
+    if (!rc) rc = run_program(&r, argc, argv);
+    if (rc < 0 && r.dp) printf(ckrt_dp_usage, argv[0]);
     free(r.losses);
     free(r.step_seconds);
+    if (r.dp) return ckrt_dp_finish(r.dp, &r.c, rc, p->name); /* prints, aborts or finalizes */
     if (rc < 0) return 0; /* --help */
     if (rc) {
         fflush(stdout);

@@ -1,12 +1,13 @@
 #!/bin/sh
 # deps.sh — installs the Debian 12 packages ckptc needs, only those that are missing.
 #   scripts/deps.sh          build dependencies
-#   scripts/deps.sh --test   build + test dependencies (Python's onnx for the ONNX node tests)
+#   scripts/deps.sh --test   build + test dependencies (Python's onnx for the ONNX node tests; Open MPI
+#                            for the data-parallel tests and libckrt_mpi, which the build makes when found)
 # As root it runs apt-get; otherwise it prints the exact command to run and stops.
 set -eu
 pkgs="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev check libopenblas-dev"
 if [ "${1:-}" = "--test" ]; then
-    pkgs="$pkgs python3 python3-onnx python3-numpy python3-torch"
+    pkgs="$pkgs python3 python3-onnx python3-numpy python3-torch openmpi-bin libopenmpi-dev"
 fi
 missing=""
 for p in $pkgs; do

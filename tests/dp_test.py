@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""dp_test.py — data-parallel training (ckptc --data-parallel) over MPI, on one machine.
+
+    dp_test.py CKPTC SAMPLES_DIR WORKDIR [--np N]
+
+Skips (exit 77, saying why) when mpirun or mpicc is missing or this ckptc's build has no
+libckrt_mpi.a (CMake did not find MPI). Ranks are started with
+`mpirun --allow-run-as-root --oversubscribe --bind-to none -np N` (CI runs as root on 2 cores).
+
+1. Parity: for mlp and gpt4, with --checkpoint=none and --checkpoint=blocks --offload (dropout
+   off, SGD), N ranks with the per-rank batch B (--dim batch=B, the global batch split by rank)
+   give the same losses (3 steps) and gradients (last step) as one process with batch N*B:
+   relative error <= 1e-6 (max |dp - single| / max |single| per gradient). The parameters after
+   3 steps are reported (<= 1e-5). Every rank's parameters stay identical (--check-replicas 1),
+   and the measured peak equals the planned peak (the communication staging is in the plan).
+2. Deterministic: per-rank files ({rank} in the path) holding the same rows give the same bits as
+   the split file, run again; one rank of a data-parallel program gives the same bits as the plain
+   program (the all-reduce is then a no-op).
+3. Errors: a rank given a bad input file, or a batch with a label out of range on one rank only:
+   every rank exits non-zero within seconds, and the output names the failing rank and its error.
+   A file of the wrong global batch says what the data-parallel program accepts.
+4. BatchNorm (resnet): per-rank batch statistics by design (no parity with one process); its
+   running statistics are broadcast from rank 0, so the replicas stay identical.
+
+Ends with `N passed, N failed`.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+CKPTC, SAMPLES, WORK = sys.argv[1:4]
+NP = int(sys.argv[sys.argv.index("--np") + 1]) if "--np" in sys.argv else 2
+os.makedirs(WORK, exist_ok=True)
+results = []
+
+
+def skip(why):
+    print(f"SKIP data-parallel tests: {why}")
+    sys.exit(77)
+
+
+MPIRUN, MPICC = shutil.which("mpirun"), shutil.which("mpicc")
+if not MPIRUN or not MPICC:
+    skip("mpirun/mpicc not found (Debian: apt-get install openmpi-bin libopenmpi-dev, then reconfigure)")
+LIB = os.path.join(os.path.dirname(os.path.abspath(CKPTC)), "runtime", "libckrt_mpi.a")
+if not os.path.exists(LIB):
+    skip(f"{LIB} was not built (CMake did not find MPI when this build was configured)")
+MPI = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+
+
+def check(name, ok, detail=""):
+    results.append((name, ok))
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else ": " + detail), flush=True)
+
+
+def build(model, outdir, flags):
+    p = subprocess.run([CKPTC, model, "-o", outdir] + flags, capture_output=True, text=True)
+    if p.returncode != 0:
+        return p.stdout + p.stderr
+    p = subprocess.run(["make", "-s", "-C", outdir], capture_output=True, text=True)
+    return None if p.returncode == 0 else p.stdout + p.stderr
+
+
+def mpirun(n, argv, timeout=300):
+    """Runs argv on n ranks; returns (mpirun's status, output, every rank's exit status, seconds)."""
+    wrap = 'rc=0; "$0" "$@" || rc=$?; echo "dp-test: rank $OMPI_COMM_WORLD_RANK exit $rc" >&2; exit $rc'
+    t0 = time.time()
+    p = subprocess.run(MPI + ["-np", str(n), "sh", "-c", wrap] + argv, capture_output=True, text=True, timeout=timeout)
+    out = p.stdout + p.stderr
+    codes = {}
+    for line in out.splitlines():
+        if line.startswith("dp-test: rank "):
+            w = line.split()
+            codes[int(w[2])] = int(w[4])
+    return p.returncode, out, codes, time.time() - t0
+
+
+def run1(d, argv):
+    return subprocess.run([os.path.join(d, "trainer")] + argv, capture_output=True, text=True, timeout=300)
+
+
+def rel(a, b):
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
+
+
+def tree(d):
+    return {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))}
+
+
+SETS = {  # sample -> (input files, batch in the files)
+    "mlp": ({"x": "mlp.in.x.npy", "labels": "mlp.in.labels.npy"}, 8),
+    "gpt4": ({"idx": "gpt4.in.idx.npy", "labels": "gpt4.in.labels.npy"}, 4),
+}
+
+
+def inputs(files, d=SAMPLES):
+    out = []
+    for k, f in files.items():
+        out += ["--input", f"{k}={os.path.join(d, f)}"]
+    return out
+
+
+# ---------------------------------------------------------------- 1. parity with one process
+worst = {}
+for sample, (files, batch) in SETS.items():
+    if batch % NP:
+        check(f"{sample}: batch {batch} splits over {NP} ranks", False)
+        continue
+    model = os.path.join(SAMPLES, f"{sample}.onnx")
+    for pol in ["none", "blocks --offload"]:
+        tag = f"{sample} --checkpoint={pol}"
+        name = pol.replace(" --", "-")
+        base = ["--disable-dropout", "--optimizer=sgd", "--lr", "0.1", f"--checkpoint={pol.split()[0]}"] + pol.split()[1:]
+        d1, dn = os.path.join(WORK, f"{sample}-{name}-1"), os.path.join(WORK, f"{sample}-{name}-dp")
+        err = build(model, d1, base + ["--dim", f"batch={batch}"]) or build(
+            model, dn, base + ["--dim", f"batch={batch // NP}", "--data-parallel"])
+        if err:
+            check(f"{tag}: builds", False, err[-2000:])
+            continue
+        for d in (d1, dn):
+            shutil.rmtree(os.path.join(d, "grads"), ignore_errors=True)
+            shutil.rmtree(os.path.join(d, "params"), ignore_errors=True)
+        common = inputs(files) + ["--steps", "3", "--seed", "5"]
+        p = run1(d1, common + ["--dump-grads", f"{d1}/grads", "--dump-params", f"{d1}/params", "--report", f"{d1}/report.json"])
+        if p.returncode:
+            check(f"{tag}: one process trains", False, p.stderr[-2000:])
+            continue
+        rc, out, codes, _ = mpirun(NP, [f"{dn}/trainer"] + common + ["--dump-grads", f"{dn}/grads", "--dump-params", f"{dn}/params",
+                                                                     "--report", f"{dn}/report.json", "--check-replicas", "1"])
+        if rc or len(codes) != NP:
+            check(f"{tag}: {NP} ranks train", False, out[-3000:])
+            continue
+        r1, rn = json.load(open(f"{d1}/report.json")), json.load(open(f"{dn}/report.json"))
+        le = max(abs(a - b) / abs(b) for a, b in zip(rn["losses"], r1["losses"]))
+        ge, gname = 0.0, ""
+        for f in sorted(os.listdir(f"{d1}/grads")):
+            e = rel(np.load(f"{dn}/grads/{f}"), np.load(f"{d1}/grads/{f}"))
+            if e >= ge:
+                ge, gname = e, f[:-4]
+        pe = max(rel(np.load(f"{dn}/params/{f}"), np.load(f"{d1}/params/{f}")) for f in os.listdir(f"{d1}/params"))
+        worst[tag] = (le, ge, pe)
+        check(f"{tag}: {NP} ranks x batch {batch // NP} vs 1 x batch {batch}: losses of 3 steps within 1e-6 (max {le:.2e})",
+              le <= 1e-6, f"{rn['losses']} vs {r1['losses']}")
+        check(f"{tag}: last step's gradients within 1e-6 (max {ge:.2e} in {gname})", ge <= 1e-6)
+        check(f"{tag}: parameters after 3 steps within 1e-5 (max {pe:.2e})", pe <= 1e-5)
+        dpr, plan = rn.get("data_parallel", {}), rn.get("data_parallel_plan", {})
+        check(f"{tag}: report: {dpr.get('ranks')} ranks, staging {plan.get('staging_bytes')} bytes planned, "
+              f"comm {dpr.get('comm_time_ms')} ms/step, {dpr.get('replica_checks')} replica checks",
+              dpr.get("ranks") == NP and plan.get("staging_bytes", 0) > 0 and dpr.get("comm_staging_bytes") == plan.get("staging_bytes")
+              and dpr.get("replica_checks", 0) >= 4 and len(dpr.get("comm_seconds", [])) == 3, json.dumps(dpr)[:800])
+        check(f"{tag}: measured peak == planned peak ({rn['planned_peak_bytes']}, with the staging)",
+              rn["measured_peak_bytes"] == rn["planned_peak_bytes"], f"{rn['measured_peak_bytes']}")
+        print(f"  {tag}: loss rel {le:.2e}, gradient rel {ge:.2e} ({gname}), params rel {pe:.2e}; "
+              f"comm {dpr.get('comm_time_ms')} ms/step (+ waiting {dpr.get('sync_wait_ms')} ms); step {rn['step_time_ms']} ms "
+              f"vs one process {r1['step_time_ms']} ms; peak {rn['planned_peak_bytes']} vs {r1['planned_peak_bytes']}")
+
+# ---------------------------------------------------------------- 2. determinism
+files, batch = SETS["mlp"]
+B = batch // NP
+d1, dn = os.path.join(WORK, "mlp-none-1"), os.path.join(WORK, "mlp-none-dp")
+arrays = {k: np.load(os.path.join(SAMPLES, f)) for k, f in files.items()}
+for r in range(NP):
+    for k, a in arrays.items():
+        np.save(os.path.join(WORK, f"{k}.rank{r}.npy"), a[r * B:(r + 1) * B])
+if os.path.exists(f"{dn}/trainer"):
+    per_rank = []
+    for k in files:
+        per_rank += ["--input", f"{k}={WORK}/{k}.rank{{rank}}.npy"]
+    shutil.rmtree(f"{WORK}/pr-grads", ignore_errors=True)
+    rc, out, codes, _ = mpirun(NP, [f"{dn}/trainer"] + per_rank + ["--steps", "3", "--seed", "5", "--dump-grads", f"{WORK}/pr-grads",
+                                                                  "--report", f"{WORK}/pr.json"])
+    same = rc == 0 and tree(f"{WORK}/pr-grads") == tree(f"{dn}/grads") and \
+        json.load(open(f"{WORK}/pr.json"))["losses"] == json.load(open(f"{dn}/report.json"))["losses"]
+    check("per-rank files ({rank} in the path) give the same bits as the split global batch, run again", same, out[-2000:])
+    dp1 = os.path.join(WORK, "mlp-dp-1rank")
+    err = build(os.path.join(SAMPLES, "mlp.onnx"), dp1, ["--disable-dropout", "--optimizer=sgd", "--lr", "0.1", "--dim",
+                                                          f"batch={batch}", "--data-parallel"])
+    if err:
+        check("mlp --data-parallel with the whole batch builds", False, err[-2000:])
+    else:
+        shutil.rmtree(f"{dp1}/grads", ignore_errors=True)
+        rc, out, codes, _ = mpirun(1, [f"{dp1}/trainer"] + inputs(files) + ["--steps", "3", "--seed", "5", "--dump-grads",
+                                                                          f"{dp1}/grads", "--report", f"{dp1}/report.json"])
+        same = rc == 0 and tree(f"{dp1}/grads") == tree(f"{d1}/grads") and \
+            json.load(open(f"{dp1}/report.json"))["losses"] == json.load(open(f"{d1}/report.json"))["losses"]
+        check("1 rank of a data-parallel program: the same bits as the plain program", same, out[-2000:])
+
+# ---------------------------------------------------------------- 3. errors stop every rank
+if os.path.exists(f"{dn}/trainer"):
+    def expect_stop(name, argv, *needles):
+        rc, out, codes, secs = mpirun(NP, [f"{dn}/trainer"] + argv, timeout=120)
+        ok = rc != 0 and len(codes) == NP and all(c != 0 for c in codes.values()) and secs < 30
+        ok = ok and all(n in out for n in needles)
+        check(f"{name}: all {NP} ranks exit non-zero ({sorted(codes.values())}) in {secs:.1f} s naming the rank and its error", ok,
+              f"rc={rc} codes={codes} {out[-2000:]}")
+
+    bad = f"{WORK}/x.rank{NP - 1}.npy"
+    good = open(f"{WORK}/x.rank0.npy", "rb").read()
+    open(f"{WORK}/xbad.rank{NP - 1}.npy", "wb").write(good[:100])
+    for r in range(NP - 1):
+        open(f"{WORK}/xbad.rank{r}.npy", "wb").write(good)
+    expect_stop(f"rank {NP - 1} given a truncated input file", ["--input", f"x={WORK}/xbad.rank{{rank}}.npy", "--input",
+                                                                f"labels={WORK}/labels.rank{{rank}}.npy", "--steps", "3"],
+                f"rank {NP - 1} of {NP}", "truncated")
+    labels = np.load(os.path.join(SAMPLES, files["labels"])).copy()
+    labels[batch - 1] = 12  # on the last rank's shard only
+    np.save(f"{WORK}/labels-bad.npy", labels)
+    expect_stop(f"a label out of range on rank {NP - 1} only (fails inside its forward)",
+                ["--input", f"x={os.path.join(SAMPLES, files['x'])}", "--input", f"labels={WORK}/labels-bad.npy", "--steps", "3"],
+                f"rank {NP - 1} of {NP}", "label 12 at position")
+    np.save(f"{WORK}/x-odd.npy", np.zeros((B * NP + 1, 64), np.float32))
+    expect_stop("a global batch that does not split", ["--input", f"x={WORK}/x-odd.npy", "--steps", "1"],
+                "with %d ranks this program takes the global batch (%d,64)" % (NP, B * NP))
+    rc, out, codes, secs = mpirun(NP, [f"{dn}/trainer", "--steps", "1", "--dump-grads", "/proc/no/such/dir"], timeout=120)
+    check(f"rank 0 cannot write its dumps: all ranks exit non-zero in {secs:.1f} s",
+          rc != 0 and len(codes) == NP and all(c != 0 for c in codes.values()) and "rank 0 of" in out, out[-2000:])
+
+# ---------------------------------------------------------------- 4. BatchNorm
+dr = os.path.join(WORK, "resnet-dp")
+err = build(os.path.join(SAMPLES, "resnet.onnx"), dr, ["--data-parallel", "--optimizer=sgd"])  # a static batch of 2 per rank
+if err:
+    check("resnet --data-parallel builds", False, err[-2000:])
+else:
+    rc, out, codes, _ = mpirun(NP, [f"{dr}/trainer", "--steps", "3", "--check-replicas", "1", "--report", f"{dr}/report.json"])
+    check("resnet (BatchNorm, per-rank statistics): 3 steps, running statistics broadcast, replicas identical every step",
+          rc == 0 and json.load(open(f"{dr}/report.json"))["data_parallel"]["replica_checks"] >= 4, out[-2000:])
+
+p = subprocess.run([CKPTC, os.path.join(SAMPLES, "mlp.onnx"), "--infer", "--data-parallel", "--dim", "batch=2", "-o", f"{WORK}/x"],
+                   capture_output=True, text=True)
+check("ckptc --infer --data-parallel: a usage error", p.returncode == 2 and "--data-parallel applies to training" in p.stderr, p.stderr)
+
+for tag, (le, ge, pe) in worst.items():
+    print(f"  parity {tag}: loss {le:.2e}, gradients {ge:.2e}, parameters {pe:.2e}")
+failed = sum(1 for r in results if not r[1])
+print(f"{len(results) - failed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
