@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,7 +38,8 @@ static const char *usage_infer =
     "  --seed S               seed for inputs not given (default 0)\n"
     "  --dump-outputs DIR     write every output to DIR/NAME.npy\n"
     "  --report FILE.json     write planned and measured peak memory and timings\n"
-    "  --weights FILE         weights file (default: weights.bin next to this program)\n";
+    "  --weights FILE         weights file (default: weights.bin next to this program)\n"
+    "  --mem-limit SIZE       refuse to start when the planned memory is over SIZE (512MiB, 2GB, bytes)\n";
 
 static const char *usage_train =
     "usage: %s [--steps N] [--input NAME=FILE.npy]... [--seed S] [--dump-grads DIR] [--dump-params DIR]\n"
@@ -52,7 +54,8 @@ static const char *usage_train =
     "  --save-weights FILE    write the trained weights (loadable with --weights)\n"
     "  --weights FILE         weights file (default: weights.bin next to this program)\n"
     "  --allow-nonfinite      keep going when the loss is NaN or infinite\n"
-    "  --timeline FILE.svg    draw the planned live memory over the step\n";
+    "  --timeline FILE.svg    draw the planned live memory over the step\n"
+    "  --mem-limit SIZE       refuse to start when the planned memory is over SIZE (512MiB, 2GB, bytes)\n";
 
 typedef struct run {
     const ckrt_program *p;
@@ -62,6 +65,7 @@ typedef struct run {
     uint64_t seed;
     int64_t steps;
     int allow_nonfinite;
+    int64_t mem_limit;             /* --mem-limit in bytes; 0: none */
     double *losses;
     double *step_seconds;
     int64_t measured;
@@ -381,13 +385,34 @@ static int parse_u64(ckrt_ctx *c, const char *flag, const char *s, uint64_t *out
     return CKRT_OK;
 }
 
+/* SIZE as ckptc reads it: bytes, or a number with a binary (KiB, MiB, GiB, TiB) or decimal (KB,
+ * MB, GB, TB) unit; B alone is bytes. */
+static int parse_size(ckrt_ctx *c, const char *flag, const char *s, int64_t *out) {
+    static const struct { const char *u; double m; } units[] = {
+        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+        {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!errno && end != s && v > 0 && s[0] >= '0' && s[0] <= '9')
+        for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
+            if (!strcmp(end, units[k].u)) {
+                double b = v * units[k].m;
+                if (b < 1 || b >= 9e18) break;
+                *out = (int64_t)b;
+                return CKRT_OK;
+            }
+    return ckrt_fail(c, CKRT_ERR_USAGE, "%s '%s': expected a size such as 512MiB, 2GB or 1000000 (units B, KiB, MiB, GiB, KB, MB, GB)",
+                     flag, s);
+}
+
 static int parse_args(run *r, int argc, char **argv) {
     static const struct option opts[] = {
         {"input", required_argument, 0, 'i'},  {"seed", required_argument, 0, 's'},        {"dump-outputs", required_argument, 0, 'o'},
         {"report", required_argument, 0, 'r'}, {"weights", required_argument, 0, 'w'},    {"steps", required_argument, 0, 'n'},
         {"dump-grads", required_argument, 0, 'g'}, {"dump-params", required_argument, 0, 'p'},
         {"save-weights", required_argument, 0, 'W'}, {"allow-nonfinite", no_argument, 0, 'A'},
-        {"timeline", required_argument, 0, 'T'},
+        {"timeline", required_argument, 0, 'T'}, {"mem-limit", required_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     ckrt_ctx *c = &r->c;
     int ch;
@@ -431,6 +456,7 @@ static int parse_args(run *r, int argc, char **argv) {
         case 'W': r->save_weights = optarg; break;
         case 'A': r->allow_nonfinite = 1; break;
         case 'T': r->timeline = optarg; break;
+        case 'M': CKRT_TRY(parse_size(c, "--mem-limit", optarg, &r->mem_limit)); break;
         case 'h': printf(training(r) ? usage_train : usage_infer, argv[0]); return -1;
         case ':': return ckrt_fail(c, CKRT_ERR_USAGE, "option '%s' needs a value", opt);
         default: return ckrt_fail(c, CKRT_ERR_USAGE, "unknown option '%s' (see --help)", opt);
@@ -493,6 +519,75 @@ static int train_step(run *r, int64_t s) {
     return r->dp ? ckrt_dp_after_update(r->dp, c, p, s + 1, r->steps) : CKRT_OK;
 }
 
+/* "N bytes (X.Y MiB)" */
+static const char *bytes_str(char *buf, size_t n, int64_t b) {
+    static const char *unit[] = {"KiB", "MiB", "GiB", "TiB"};
+    int k = -1;
+    double v = (double)b;
+    while (v >= 1024.0 && k < 3) v /= 1024.0, k++;
+    if (k < 0) snprintf(buf, n, "%lld bytes", (long long)b);
+    else snprintf(buf, n, "%lld bytes (%.1f %s)", (long long)b, v, unit[k]);
+    return buf;
+}
+
+/* What limits an allocation the system refused: the address-space limit when one is set, else
+ * the memory Linux says is available. */
+static void system_limit(char *buf, size_t n) {
+    char b[64];
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        snprintf(buf, n, "the address-space limit (ulimit -v) is %s", bytes_str(b, sizeof b, (int64_t)rl.rlim_cur));
+        return;
+    }
+    snprintf(buf, n, "the system refused it");
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return;
+    char line[256];
+    long long kb;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) {
+            snprintf(buf, n, "the system refused it (%s available)", bytes_str(b, sizeof b, kb * 1024));
+            break;
+        }
+    fclose(f);
+}
+
+/* --mem-limit, then the arena and the host pool. A plan over the limit, or memory the system will
+ * not give, is the user's to fix (exit 2): the message names what the plan needs and the limit. */
+static int alloc_memory(run *r) {
+    ckrt_ctx *c = &r->c;
+    const ckrt_program *p = r->p;
+    char need[200], b1[64], b2[64], lim[160];
+    int64_t total = p->arena_bytes + p->host_bytes;
+    if (p->host_bytes > 0)
+        snprintf(need, sizeof need, "%s: arena %lld + host pool %lld bytes", bytes_str(b1, sizeof b1, total),
+                 (long long)p->arena_bytes, (long long)p->host_bytes);
+    else
+        snprintf(need, sizeof need, "%s for the arena", bytes_str(b1, sizeof b1, total));
+    if (r->mem_limit > 0 && total > r->mem_limit)
+        return ckrt_fail(c, CKRT_ERR_NOMEM, "the plan needs %s, over --mem-limit %s; compile with a checkpoint policy "
+                         "(ckptc --checkpoint=blocks, or --checkpoint=budget:SIZE) to plan less", need,
+                         bytes_str(b2, sizeof b2, r->mem_limit));
+    if (c->be->arena_alloc(c, p->arena_bytes + GUARD_BYTES, &c->arena)) {
+        system_limit(lim, sizeof lim);
+        return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate the arena in %s memory: the plan needs %s; %s", c->be->name, need, lim);
+    }
+    c->arena_bytes = p->arena_bytes;
+    if (p->host_bytes > 0) {
+        void *h = NULL;
+        if (c->be->host_alloc(c, p->host_bytes, &h)) {
+            system_limit(lim, sizeof lim);
+            c->be->arena_free(c, c->arena);
+            c->arena = NULL;
+            return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate the host pool for offloaded activations: the plan needs %s; %s", need,
+                             lim);
+        }
+        c->host = h;
+        c->host_bytes = p->host_bytes;
+    }
+    return CKRT_OK;
+}
+
 static int run_program(run *r, int argc, char **argv) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
@@ -504,17 +599,7 @@ static int run_program(run *r, int argc, char **argv) {
     r->losses = calloc((size_t)r->steps, sizeof *r->losses);
     r->step_seconds = calloc((size_t)r->steps, sizeof *r->step_seconds);
     if (!r->losses || !r->step_seconds) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate %lld steps' records", (long long)r->steps);
-    CKRT_TRY(c->be->arena_alloc(c, p->arena_bytes + GUARD_BYTES, &c->arena));
-    c->arena_bytes = p->arena_bytes;
-    if (p->host_bytes > 0) {
-        void *h = NULL;
-        if ((rc = c->be->host_alloc(c, p->host_bytes, &h))) {
-            c->be->arena_free(c, c->arena);
-            return rc;
-        }
-        c->host = h;
-        c->host_bytes = p->host_bytes;
-    }
+    CKRT_TRY(alloc_memory(r));
     c->seed = ckrt_dp_seed(r->dp, r->seed); /* dropout: one stream per rank */
     if (!(rc = load_weights(r))) {
         memset(c->arena + p->weights_bytes, 0, (size_t)(p->static_bytes - p->weights_bytes)); /* optimizer state */
@@ -609,7 +694,7 @@ int ckrt_main(const ckrt_program *p, int argc, char **argv) {
     if (rc) {
         fflush(stdout);
         fprintf(stderr, "%s: error: %s\n", p->name, r.c.msg);
-        return rc == CKRT_ERR_USAGE || rc == CKRT_ERR_DATA ? 2 : 1;
+        return rc == CKRT_ERR_USAGE || rc == CKRT_ERR_DATA || rc == CKRT_ERR_NOMEM ? 2 : 1;
     }
     return 0;
 }

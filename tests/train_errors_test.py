@@ -9,7 +9,9 @@ budget below what any plan reaches (with the smallest reachable peak in the mess
 Run time (exit 2, `trainer: error:`): labels out of range (the offending value and position), a
 NaN loss (the step and the first node producing a non-finite value; --allow-nonfinite goes on).
 Memory: --checkpoint=budget:X never plans or measures above X; --offload never raises the planned
-device peak. Ends with `N passed, N failed`.
+device peak; the trainer's --mem-limit SIZE refuses (exit 2, need and limit named) a plan whose
+arena + host pool is over SIZE, accepts one at or under it in every unit, and an arena malloc
+cannot give (a 24 TiB plan) is exit 2 naming the need and what limited it. Ends with `N passed, N failed`.
 """
 import json
 import os
@@ -17,7 +19,10 @@ import re
 import subprocess
 import sys
 
-import numpy as np
+# onnx_common re-executes under Debian's python3 when needed and restores the NumPy aliases that
+# python3-onnx 1.12 needs: it must be imported before onnx
+from onnx_common import np, onnx  # noqa: E402
+from onnx import helper, numpy_helper, TensorProto  # noqa: E402
 
 CKPTC, SAMPLES, DATA, WORK = sys.argv[1:5]
 os.makedirs(WORK, exist_ok=True)
@@ -84,6 +89,71 @@ else:
           f"rc={r.returncode} {r.stderr!r}")
     r = run([f"{d}/trainer", "--input", f"x={WORK}/nan_x.npy", "--steps", "2", "--allow-nonfinite"])
     check("--allow-nonfinite goes on", r.returncode == 0 and "step 2/2" in r.stdout, f"rc={r.returncode} {r.stderr!r}")
+
+    # --mem-limit SIZE: the planned arena (+ host pool) against SIZE before anything is allocated
+    arena = json.load(open(f"{d}/plan.json"))["arena_bytes"]
+    half = arena // 2048  # KiB
+    if os.path.exists(f"{WORK}/r2.json"):
+        os.remove(f"{WORK}/r2.json")
+    r = run([f"{d}/trainer", "--mem-limit", f"{half}KiB", "--report", f"{WORK}/r2.json"])
+    check(f"--mem-limit {half}KiB below the plan ({arena} bytes): exit 2 naming the need and the limit, no report",
+          r.returncode == 2 and f"the plan needs {arena} bytes" in r.stderr and f"over --mem-limit {half * 1024} bytes (" in r.stderr
+          and not os.path.exists(f"{WORK}/r2.json"), f"rc={r.returncode} {r.stderr!r}")
+    for lim in [f"{arena}", f"{arena}B", "2MiB", "0.5GiB", "1.1MB", "1GB", "3KiB" if arena <= 3072 else "1TiB"]:
+        r = run([f"{d}/trainer", "--mem-limit", lim])
+        check(f"--mem-limit {lim} at or above the plan ({arena} bytes) runs", r.returncode == 0, f"rc={r.returncode} {r.stderr!r}")
+    r = run([f"{d}/trainer", "--mem-limit", f"{arena - 1}"])
+    check("--mem-limit one byte below the plan is refused", r.returncode == 2 and "over --mem-limit" in r.stderr, f"rc={r.returncode} {r.stderr!r}")
+    for bad in ["12XB", "-5MiB", "0", "MiB", "1e400", "nan", ""]:
+        r = run([f"{d}/trainer", "--mem-limit", bad])
+        check(f"--mem-limit '{bad}': usage error naming the flag", r.returncode == 2 and f"--mem-limit '{bad}'" in r.stderr,
+              f"rc={r.returncode} {r.stderr!r}")
+    r = run([f"{d}/trainer", "--mem-limit"])
+    check("--mem-limit without a value", r.returncode == 2 and "'--mem-limit' needs a value" in r.stderr, f"rc={r.returncode} {r.stderr!r}")
+
+# --mem-limit counts the host pool of --offload too
+d = f"{WORK}/mlp-offload"
+p = run([CKPTC, MLP, "--dim", "batch=8", "--checkpoint=blocks", "--offload", "-o", d])
+p2 = run(["make", "-s", "-C", d])
+if p.returncode or p2.returncode:
+    check("mlp offload trainer builds", False, p.stderr + p2.stderr)
+else:
+    r = run([f"{d}/trainer", "--report", f"{d}/r.json"])
+    rep = json.load(open(f"{d}/r.json")) if r.returncode == 0 else {}
+    arena, host = rep.get("planned_peak_bytes", 0), rep.get("host_offload_peak_bytes", 0)
+    r = run([f"{d}/trainer", "--mem-limit", str(arena)])
+    check(f"--mem-limit {arena}: the arena fits, not with the host pool ({host} bytes)",
+          host > 0 and r.returncode == 2 and f"the plan needs {arena + host} bytes" in r.stderr
+          and f"arena {arena} + host pool {host} bytes" in r.stderr, f"rc={r.returncode} {r.stderr!r}")
+    r = run([f"{d}/trainer", "--mem-limit", str(arena + host)])
+    check("--mem-limit arena + host pool runs", r.returncode == 0, f"rc={r.returncode} {r.stderr!r}")
+
+# an arena the system cannot give (24 TiB planned; no --mem-limit): exit 2 naming the need and
+# what limited it. Sanitizer builds: ASan must return NULL, as malloc does, not abort.
+g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["y"], name="mul")], "huge",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1024])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1024])],
+                      [numpy_helper.from_array(np.ones(1024, dtype=np.float32), "w")])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="train_errors_test"), f"{WORK}/huge.onnx")
+d = f"{WORK}/huge"
+p = run([CKPTC, f"{WORK}/huge.onnx", "--dim", f"N={1 << 30}", "--loss=mse", "-o", d])
+p2 = run(["make", "-s", "-C", d])
+if p.returncode or p2.returncode:
+    check("a 24 TiB plan compiles", False, p.stderr + p2.stderr)
+else:
+    arena = json.load(open(f"{d}/plan.json"))["arena_bytes"]
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":allocator_may_return_null=1").lstrip(":")
+    if os.path.exists(f"{WORK}/r3.json"):
+        os.remove(f"{WORK}/r3.json")
+    r = subprocess.run([f"{d}/trainer", "--report", f"{WORK}/r3.json"], capture_output=True, text=True, timeout=300, env=env)
+    check(f"an arena malloc cannot give ({arena} bytes): exit 2 naming the need and the limit",
+          arena > 1 << 44 and r.returncode == 2 and f"cannot allocate the arena in cpu memory: the plan needs {arena} bytes" in r.stderr
+          and ("available" in r.stderr or "ulimit -v" in r.stderr) and not os.path.exists(f"{WORK}/r3.json"),
+          f"rc={r.returncode} {r.stderr!r}")
+    r = run([f"{d}/trainer", "--mem-limit", "16GiB"])
+    check("the 24 TiB plan against --mem-limit 16GiB", r.returncode == 2 and "over --mem-limit 17179869184 bytes (16.0 GiB)" in r.stderr,
+          f"rc={r.returncode} {r.stderr!r}")
 
 
 # ---------------------------------------------------------------- memory promises
