@@ -542,6 +542,40 @@ static ck_status plan_budget(const char *path, const ck_load_options *lo, const 
     return st;
 }
 
+/* --data-parallel without --dp-bucket: when the communication staging holds the peak (it lives
+ * right after the backward, where the activations are gone but every gradient is live, so after
+ * checkpointing it often does), halve the bucket while that lowers the planned peak: more, smaller
+ * messages instead of more memory. The largest bucket reaching the lowest peak is kept (not below
+ * 64 KiB). Each try is a full plan, so fragmentation is counted. */
+static void fit_dp_bucket(const char *path, const ck_load_options *lo, const ck_options *o, ck_graph **g) {
+    if (!o->data_parallel || o->dp_bucket_bytes || o->checkpoint == CK_CKPT_BUDGET || !(*g)->loss) return;
+    const ck_node *ar = NULL;
+    for (int i = 0; i < (*g)->n_nodes && !ar; i++)
+        if ((*g)->nodes[i]->op == CK_OP_GRAD_ALLREDUCE) ar = (*g)->nodes[i];
+    if (!ar || (*g)->nodes[(*g)->plan.peak_step] != ar) return;
+    ck_options t = *o;
+    t.offload = o->offload && (*g)->plan.host_bytes > 0; /* as compile() settled it */
+    int64_t bucket = 4 * ck_attr_int(ar, "staging_floats", 0), first_peak = (*g)->plan.arena_bytes, first_bucket = bucket;
+    while (bucket / 2 >= (64 << 10)) {
+        t.dp_bucket_bytes = bucket / 2;
+        ck_graph *g2 = NULL;
+        ck_diag d2 = {0};
+        bool lower = build_plan(path, lo, &t, &g2, &d2) == CK_OK && g2->plan.arena_bytes < (*g)->plan.arena_bytes;
+        ck_diag_clear(&d2);
+        if (!lower) {
+            ck_graph_free(g2);
+            break;
+        }
+        ck_graph_free(*g);
+        *g = g2;
+        bucket /= 2;
+    }
+    if (bucket != first_bucket)
+        printf("ckptc: --data-parallel: the all-reduce staging held the peak; bucket %lld bytes instead of %lld: planned peak "
+               "%lld bytes instead of %lld (--dp-bucket SIZE to choose)\n", (long long)bucket, (long long)first_bucket,
+               (long long)(*g)->plan.arena_bytes, (long long)first_peak);
+}
+
 /* The whole compiler: load, passes, codegen. */
 static ck_status compile(const char *path, const ck_load_options *lo, const ck_options *o, const ck_codegen_options *co,
                          ck_diag *d) {
@@ -565,6 +599,7 @@ static ck_status compile(const char *path, const ck_load_options *lo, const ck_o
         ck_graph_free(g2);
         ck_diag_clear(&d2);
     }
+    if (!st) fit_dp_bucket(path, lo, o, &g);
     if (!st && co->explain) explain(g);
     if (!st && co->plan_only) {
         print_plan(g);
