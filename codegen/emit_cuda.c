@@ -176,7 +176,7 @@ static void put_thunk(FILE *f, const ck_wrapper *w) {
         size_t len = end ? (size_t)(end - p) : strlen(p);
         while (len && p[len - 1] == ' ') len--;
         size_t nm = len; /* the parameter's name: the trailing identifier */
-        while (nm > 0 && (p[nm - 1] == '_' || (p[nm - 1] >= 'a' && p[nm - 1] <= 'z') || (p[nm - 1] >= '0' && p[nm - 1] <= '9')))
+        while (nm > 0 && (p[nm - 1] == '_' || (p[nm - 1] >= 'a' && p[nm - 1] <= 'z') || (p[nm - 1] >= 'A' && p[nm - 1] <= 'Z') || (p[nm - 1] >= '0' && p[nm - 1] <= '9')))
             nm--;
         size_t tl = nm;
         while (tl && p[tl - 1] == ' ') tl--;
