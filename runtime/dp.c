@@ -30,6 +30,7 @@ struct ckrt_dp {
     bool agreed;             /* a failure was agreed: every rank is stopping */
     bool print;              /* this rank prints the failure */
     bool failed_here;        /* the agreed failure is (also) this rank's own */
+    bool backend_checked;    /* the backend's arena is host memory (ckrt_dp_check_replicas) */
     int64_t check_every;     /* --check-replicas K (0: only after loading and after the last step) */
     int64_t n_checks;
     double *comm_s[2];       /* seconds per step: [0] moving data (gradients, buffers, checksums), */
@@ -373,6 +374,14 @@ int ckrt_grad_allreduce(ckrt_ctx *c, float *staging, int64_t staging_floats, int
 /* ---------------------------------------------------------------- replicas */
 
 int ckrt_dp_check_replicas(ckrt_dp *dp, ckrt_ctx *c, const ckrt_program *p, const char *when) {
+    if (!dp->backend_checked) { /* the first call, after loading: a device arena is out of reach of dp.c's host loops */
+        dp->backend_checked = true;
+        int rc = CKRT_OK;
+        if (c->be->dev && !dp->comm->grad_allreduce)
+            rc = ckrt_fail(c, CKRT_ERR_USAGE, "data-parallel programs run on the CPU until a GPU transport (NCCL) exists: "
+                           "add --device cpu (docs/data-parallel.md)");
+        if ((rc = ckrt_dp_agree(dp, c, rc))) return rc;
+    }
     if (dp->size == 1) return CKRT_OK;
     double t0 = now();
     /* params, buffers, constants, then optimizer state: the static region before the inputs */
