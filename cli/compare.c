@@ -230,6 +230,10 @@ int ck_compare(int n, char **paths, const char *timeline_svg) {
         {"recompute FLOPs", "recompute_flops", NULL, false},
         {"backward FLOPs", "backward_flops", NULL, false},
         {"step time (ms, median)", "step_time_ms", NULL, false},
+        /* data-parallel reports (docs/data-parallel.md): shown when a report has them */
+        {"ranks (data parallel)", "data_parallel", "ranks", false},
+        {"comm staging (bytes)", "data_parallel_plan", "staging_bytes", true},
+        {"comm time (ms, median)", "data_parallel", "comm_time_ms", false},
     };
     printf("%-24s", "");
     for (int i = 0; i < n; i++) {
@@ -239,6 +243,9 @@ int ck_compare(int n, char **paths, const char *timeline_svg) {
     }
     printf("\n");
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        bool any = strcmp(rows[k].k1, "data_parallel") && strcmp(rows[k].k1, "data_parallel_plan");
+        for (int i = 0; i < n && !any; i++) any = !isnan(num(&r[i], rows[k].k1, rows[k].k2));
+        if (!any) continue;
         printf("%-24s", rows[k].label);
         double base = num(&r[0], rows[k].k1, rows[k].k2);
         for (int i = 0; i < n; i++) cell(num(&r[i], rows[k].k1, rows[k].k2), i ? base : NAN, rows[k].bytes);
