@@ -38,6 +38,17 @@ int ckrt_cross_entropy_grad(ckrt_ctx *c, float *dx, const float *dloss, const fl
 
 int ckrt_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float *x, int64_t n, float alpha, float lo, float hi) {
     (void)c;
+    /* one loop per op with the op a constant (the body's switch folds away; simple ops vectorize) */
+    switch (op) {
+#define CK_GRAD_CASE(K)                                                                                               \
+    case K:                                                                                                           \
+        for (int64_t i = 0; i < n; i++) dx[i] = ck_k_unary_grad(K, dy[i], x[i], alpha, lo, hi);                       \
+        return CKRT_OK;
+        CK_GRAD_CASE(0) CK_GRAD_CASE(1) CK_GRAD_CASE(2) CK_GRAD_CASE(3) CK_GRAD_CASE(4) CK_GRAD_CASE(5) CK_GRAD_CASE(6)
+        CK_GRAD_CASE(7) CK_GRAD_CASE(8) CK_GRAD_CASE(9) CK_GRAD_CASE(10) CK_GRAD_CASE(11) CK_GRAD_CASE(12) CK_GRAD_CASE(100)
+#undef CK_GRAD_CASE
+    default: break;
+    }
     for (int64_t i = 0; i < n; i++) dx[i] = ck_k_unary_grad(op, dy[i], x[i], alpha, lo, hi);
     return CKRT_OK;
 }
@@ -58,7 +69,8 @@ int ckrt_dropout_grad(ckrt_ctx *c, float *dx, const float *dy, int64_t n, float 
 
 int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float wd) {
     (void)c;
-    for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, buf, lr, momentum, wd);
+    if (buf) for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, buf, lr, momentum, wd);
+    else for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, NULL, lr, momentum, wd); /* the test folds away */
     return CKRT_OK;
 }
 
