@@ -499,9 +499,8 @@ static void write_plan_json(const ck_graph *g, FILE *f) {
     for (int i = 0; i < g->n_nodes; i++) {
         const ck_node *n = g->nodes[i];
         if (n->ws_bytes <= 0) continue;
-        fprintf(f, n->op == CK_OP_GRAD_ALLREDUCE ? ",\n    {\"name\": \"communication staging of node %d\", \"category\": "
-                                                 : ",\n    {\"name\": \"workspace of node %d\", \"category\": \"workspace\", \"offset\": %lld, \"bytes\": %lld}",
-                i, (long long)n->ws_offset, (long long)n->ws_bytes);
+        fprintf(f, ",\n    {\"name\": \"%s of node %d\", \"category\": \"workspace\", \"offset\": %lld, \"bytes\": %lld}",
+                n->op == CK_OP_GRAD_ALLREDUCE ? "communication staging" : "workspace", i, (long long)n->ws_offset, (long long)n->ws_bytes);
     }
     fprintf(f, "\n  ]\n}\n");
 }

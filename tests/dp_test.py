@@ -159,6 +159,10 @@ for sample, (files, batch) in SETS.items():
               f"comm {dpr.get('comm_time_ms')} ms/step, {dpr.get('replica_checks')} replica checks",
               dpr.get("ranks") == NP and plan.get("staging_bytes", 0) > 0 and dpr.get("comm_staging_bytes") == plan.get("staging_bytes")
               and dpr.get("replica_checks", 0) >= 4 and len(dpr.get("comm_seconds", [])) == 3, json.dumps(dpr)[:800])
+        pj = json.load(open(f"{dn}/plan.json"))
+        st = [b for b in pj["buffers"] if b["name"] == f"communication staging of node {plan.get('staging_step')}"]
+        check(f"{tag}: plan.json holds the staging ({plan.get('staging_bytes')} bytes at offset {plan.get('staging_offset')})",
+              len(st) == 1 and st[0]["bytes"] == plan.get("staging_bytes") and st[0]["offset"] == plan.get("staging_offset"), str(st))
         check(f"{tag}: measured peak == planned peak ({rn['planned_peak_bytes']}, with the staging)",
               rn["measured_peak_bytes"] == rn["planned_peak_bytes"], f"{rn['measured_peak_bytes']}")
         print(f"  {tag}: loss rel {le:.2e}, gradient rel {ge:.2e} ({gname}), params rel {pe:.2e}; "
