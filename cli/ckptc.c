@@ -440,6 +440,11 @@ static void print_plan(const ck_graph *g) {
     for (int k = 0; k < CK_MEM_COUNT; k++)
         if (p->bytes[k]) printf("  %-18s %12lld\n", ck_mem_cat_name((ck_mem_cat)k), (long long)p->bytes[k]);
     printf("  at the peak: saved activations %lld, transient %lld\n", (long long)p->saved_bytes, (long long)p->transient_bytes);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == CK_OP_GRAD_ALLREDUCE)
+            printf("data parallel: all-reduce staging %lld bytes at step %d (buckets of %lld gradient bytes)%s\n",
+                   (long long)g->nodes[i]->ws_bytes, i, (long long)ck_attr_int(g->nodes[i], "staging_floats", 0) * 4,
+                   i == p->peak_step ? ", at the peak" : "");
     if (g->n_nodes) {
         const ck_node *pn = g->nodes[p->peak_step];
         printf("peak at step %d of %d: '%s' (%s)\n", p->peak_step, g->n_nodes, pn->name, pn->recompute_of ? "recompute"
