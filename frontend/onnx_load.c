@@ -451,6 +451,7 @@ static bool load_node(loader *L, const Onnx__NodeProto *np, ck_op op) {
     /* one array for all of them: ck_node_add_attr copies the array per call, quadratic in a
      * file's attribute count (the IR's passes add a few; a file can carry thousands) */
     n->attr = ck_arena_alloc(L->g->arena, (np->n_attribute + 1) * sizeof *n->attr);
+    n->cap_attr = (int)np->n_attribute + 1;
     CK_ASSERT(n->attr);
     for (size_t i = 0; i < np->n_attribute; i++) {
         ck_attr a;

@@ -204,7 +204,7 @@ struct ck_node {
     int n_in, n_out;
     ck_value **in;         /* an absent optional input is NULL */
     ck_value **out;        /* an absent optional output is NULL */
-    int n_attr;
+    int n_attr, cap_attr;  /* cap_attr: room in attr (ck_node_add_attr grows it geometrically) */
     ck_attr *attr;
     int64_t ws_offset, ws_bytes; /* workspace, set by the memory planner */
     ck_phase phase;        /* which part of the training step runs it */

@@ -249,12 +249,16 @@ ck_node *ck_graph_add_node(ck_graph *g, ck_op op, const char *name, int n_in, ck
 }
 
 void ck_node_add_attr(ck_graph *g, ck_node *n, ck_attr a) {
-    ck_attr *na = ck_arena_alloc(g->arena, (size_t)(n->n_attr + 1) * sizeof *na);
-    CK_ASSERT(na);
-    if (n->n_attr) memcpy(na, n->attr, (size_t)n->n_attr * sizeof *na);
+    if (n->n_attr >= n->cap_attr) { /* arena memory is never freed: grow by doubling, not by one */
+        int cap = n->n_attr < 4 ? 4 : 2 * n->n_attr;
+        ck_attr *na = ck_arena_alloc(g->arena, (size_t)cap * sizeof *na);
+        CK_ASSERT(na);
+        if (n->n_attr) memcpy(na, n->attr, (size_t)n->n_attr * sizeof *na);
+        n->attr = na;
+        n->cap_attr = cap;
+    }
     a.name = ck_arena_strdup(g->arena, a.name);
-    na[n->n_attr++] = a;
-    n->attr = na;
+    n->attr[n->n_attr++] = a;
 }
 
 static ck_value **ck_copy_values(ck_graph *g, int n, ck_value **vs) {
