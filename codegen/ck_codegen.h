@@ -5,6 +5,8 @@
  *   DIR/weights.bin magic, version, checksum, tensor table, then the static region's image
  *   DIR/plan.json   the memory plan: every buffer's offset, size, lifetime and category
  *   DIR/Makefile    `make -C DIR` builds DIR/model against libckrt
+ *   DIR/kernels.cu  the CUDA kernels the program calls: libckrt's kernel bodies plus thin
+ *                   __global__ wrappers (emit_cuda.c); the trainer compiles it with NVRTC
  *
  * Output is byte-for-byte reproducible for the same model and flags. Op/dtype/attribute
  * combinations the runtime cannot run are rejected here, naming the node.

@@ -7,7 +7,7 @@
 int ckrt_cuda_open(ckrt_ctx *c, const ckrt_cuda_options *o, const ckrt_backend **out) {
     (void)o;
     *out = NULL;
-    return ckrt_fail(c, CKRT_ERR_USAGE, "--device cuda: this program was built without CUDA support (libckrt was "
+    return ckrt_fail(c, CKRT_ERR_USAGE, "this program was built without CUDA support (libckrt was "
                      "configured without the CUDA toolkit in /usr/local/cuda)");
 }
 void ckrt_cuda_close(ckrt_ctx *c) { (void)c; }

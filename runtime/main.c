@@ -39,7 +39,9 @@ static const char *usage_infer =
     "  --dump-outputs DIR     write every output to DIR/NAME.npy\n"
     "  --report FILE.json     write planned and measured peak memory and timings\n"
     "  --weights FILE         weights file (default: weights.bin next to this program)\n"
-    "  --mem-limit SIZE       refuse to start when the planned memory is over SIZE (512MiB, 2GB, bytes)\n";
+    "  --mem-limit SIZE       refuse to start when the planned memory is over SIZE (512MiB, 2GB, bytes)\n"
+    "  --device cpu|cuda      where to run (default: cuda when a GPU is usable, else cpu)\n"
+    "  --tf32                 CUDA: let cuBLAS use TF32 tensor cores (faster, ~1e-3 relative error)\n";
 
 static const char *usage_train =
     "usage: %s [--steps N] [--input NAME=FILE.npy]... [--seed S] [--dump-grads DIR] [--dump-params DIR]\n"
@@ -55,7 +57,9 @@ static const char *usage_train =
     "  --weights FILE         weights file (default: weights.bin next to this program)\n"
     "  --allow-nonfinite      keep going when the loss is NaN or infinite\n"
     "  --timeline FILE.svg    draw the planned live memory over the step\n"
-    "  --mem-limit SIZE       refuse to start when the planned memory is over SIZE (512MiB, 2GB, bytes)\n";
+    "  --mem-limit SIZE       refuse to start when the planned memory is over SIZE (512MiB, 2GB, bytes)\n"
+    "  --device cpu|cuda      where to run (default: cuda when a GPU is usable, else cpu)\n"
+    "  --tf32                 CUDA: let cuBLAS use TF32 tensor cores (faster, ~1e-3 relative error)\n";
 
 typedef struct run {
     const ckrt_program *p;
@@ -66,6 +70,8 @@ typedef struct run {
     int64_t steps;
     int allow_nonfinite;
     int64_t mem_limit;             /* --mem-limit in bytes; 0: none */
+    const char *device;            /* --device: "cpu", "cuda" or NULL (cuda when usable) */
+    int tf32;
     double *losses;
     double *step_seconds;
     int64_t measured;
@@ -305,6 +311,16 @@ static void print_summary(const run *r) {
     if (p->host_bytes) printf("  %-20s %12lld\n", "host pool (offload)", (long long)p->host_bytes);
     if (r->dp) ckrt_dp_print_summary(r->dp);
     printf("  %-20s %12.3f ms (median)\n", "step time", median_ms(r));
+    ckrt_device_stats ds;
+    if (r->c.be->dev && ckrt_cuda_stats((ckrt_ctx *)&r->c, &ds) == CKRT_OK) {
+        printf("  %-20s %12lld of %lld (cuMemGetInfo: the whole device, CUDA context included)\n", "device used", (long long)ds.mem_used_bytes,
+               (long long)ds.mem_total_bytes);
+        if (ds.copy_bytes)
+            printf("  %-20s %12.3f ms exposed of %.3f ms copying, %.2f GB/s\n", "offload copies", ds.copy_exposed_ms, ds.copy_ms,
+                   ds.copy_ms > 0 ? (double)ds.copy_bytes / (ds.copy_ms * 1e6) : 0.0);
+        printf("  %-20s %12.3f ms (host mirror refreshes, all steps)\n", "mirror copies", ds.mirror_ms);
+        printf("  %-20s %12s\n", "kernels", ds.cache_hit ? "from the cache" : "compiled by NVRTC");
+    }
     if (training(r) && r->steps > 0) printf("  %-20s %12.6f -> %.6f\n", "loss", r->losses[0], r->losses[r->steps - 1]);
 }
 
@@ -328,6 +344,13 @@ static int write_report(run *r) {
     fprintf(f, "{\n  \"program\": ");
     json_str(f, p->name);
     fprintf(f, ",\n  \"backend\": \"%s\",\n  \"mode\": \"%s\",\n", r->c.be->name, training(r) ? "train" : "infer");
+    ckrt_device_stats ds;
+    if (r->c.be->dev && ckrt_cuda_stats(&r->c, &ds) == CKRT_OK)
+        fprintf(f, "  \"device\": {\"name\": \"%s\", \"used_bytes_context_included\": %lld, \"total_bytes\": %lld, "
+                   "\"copy_bytes\": %lld, \"copy_ms\": %.3f, \"copy_exposed_ms\": %.3f, \"mirror_ms\": %.3f, "
+                   "\"nvrtc_ms\": %.1f, \"kernel_cache_hit\": %s},\n",
+                ckrt_cuda_describe(), (long long)ds.mem_used_bytes, (long long)ds.mem_total_bytes, (long long)ds.copy_bytes,
+                ds.copy_ms, ds.copy_exposed_ms, ds.mirror_ms, ds.compile_ms, ds.cache_hit ? "true" : "false");
     fprintf(f, "  \"planned_peak_bytes\": %lld,\n  \"measured_peak_bytes\": %lld,\n", (long long)p->arena_bytes,
             (long long)r->measured);
     fprintf(f, "  \"planned_bytes\": {");
@@ -413,6 +436,7 @@ static int parse_args(run *r, int argc, char **argv) {
         {"dump-grads", required_argument, 0, 'g'}, {"dump-params", required_argument, 0, 'p'},
         {"save-weights", required_argument, 0, 'W'}, {"allow-nonfinite", no_argument, 0, 'A'},
         {"timeline", required_argument, 0, 'T'}, {"mem-limit", required_argument, 0, 'M'},
+        {"device", required_argument, 0, 'D'}, {"tf32", no_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     ckrt_ctx *c = &r->c;
     int ch;
@@ -457,6 +481,12 @@ static int parse_args(run *r, int argc, char **argv) {
         case 'A': r->allow_nonfinite = 1; break;
         case 'T': r->timeline = optarg; break;
         case 'M': CKRT_TRY(parse_size(c, "--mem-limit", optarg, &r->mem_limit)); break;
+        case 'D':
+            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
+                return ckrt_fail(c, CKRT_ERR_USAGE, "--device '%s': expected cpu or cuda", optarg);
+            r->device = optarg;
+            break;
+        case 'F': r->tf32 = 1; break;
         case 'h': printf(training(r) ? usage_train : usage_infer, argv[0]); return -1;
         case ':': return ckrt_fail(c, CKRT_ERR_USAGE, "option '%s' needs a value", opt);
         default: return ckrt_fail(c, CKRT_ERR_USAGE, "unknown option '%s' (see --help)", opt);
@@ -588,11 +618,42 @@ static int alloc_memory(run *r) {
     return CKRT_OK;
 }
 
+/* --device: the CUDA backend when asked for (an error when it cannot open) or, by default, when
+ * a GPU is usable; the CPU otherwise. The first line of output says which. */
+static int select_device(run *r) {
+    ckrt_ctx *c = &r->c;
+    const char *why = "--device cpu";
+    if (r->dp && r->device && strcmp(r->device, "cuda") == 0)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "--device cuda: data-parallel programs run on the CPU for now (the CUDA backend "
+                         "has no device-side gradient all-reduce yet)");
+    if (r->dp) why = "data-parallel programs run on the CPU";
+    else if (!r->device || strcmp(r->device, "cuda") == 0) {
+        ckrt_cuda_options o = {.ordinal = 0, .tf32 = r->tf32, .quiet_probe = r->device == NULL};
+        const ckrt_backend *be = NULL;
+        int rc = ckrt_cuda_open(c, &o, &be);
+        if (!rc) {
+            c->be = be;
+            printf("device: cuda (%s)\n", ckrt_cuda_describe());
+            return CKRT_OK;
+        }
+        if (r->device) {
+            char msg[sizeof c->msg];
+            snprintf(msg, sizeof msg, "%s", c->msg);
+            return ckrt_fail(c, rc == CKRT_ERR_USAGE ? CKRT_ERR_USAGE : rc, "--device cuda: %s", msg);
+        }
+        why = c->msg;
+    }
+    printf("device: cpu (%s)\n", why);
+    c->code = 0;
+    return CKRT_OK;
+}
+
 static int run_program(run *r, int argc, char **argv) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
     r->steps = 1;
     int rc = parse_args(r, argc, argv);
+    if (!rc) rc = select_device(r);
     if (rc > 0 && r->dp) rc = ckrt_dp_agree(r->dp, c, rc);
     if (rc) return rc;
     if (p->n_inputs > 64) return ckrt_fail(c, CKRT_ERR_INTERNAL, "more than 64 inputs");
@@ -675,6 +736,7 @@ static int run_program(run *r, int argc, char **argv) {
     c->arena = NULL;
     if (c->host) c->be->host_free(c, c->host);
     c->host = NULL;
+    if (c->be->dev) ckrt_cuda_close(c);
     return rc;
 }
 
