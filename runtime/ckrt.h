@@ -112,6 +112,9 @@ typedef struct ckrt_backend {
     int (*stream_wait)(ckrt_ctx *c, int stream, int event);
     int (*synchronize)(ckrt_ctx *c);
     const struct ckrt_device_ops *dev;  /* kernels run elsewhere (ckrt_device.h); NULL: the CPU entry points */
+    /* Makes arena bytes [offset, offset + bytes) (bytes < 0: all of it) current in c->arena, the
+     * host's view, once synchronize() returned; NULL: c->arena is the memory kernels write. */
+    int (*to_host)(ckrt_ctx *c, int64_t offset, int64_t bytes);
 } ckrt_backend;
 
 extern const ckrt_backend ckrt_cpu_backend;

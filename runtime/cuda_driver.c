@@ -13,9 +13,9 @@
  * Memory: one cuMemAlloc holds the planned arena (plus its guard zone and a 1 MiB scratch for
  * the loss's partial sums); the offload pool is one pinned cuMemHostAlloc slab. ckrt_main keeps
  * reading and writing ckrt_ctx.arena, which here is a host mirror of the device arena: uploaded
- * before the first kernel after the host wrote it, downloaded whole by synchronize() (ckrt_main
- * synchronizes before it reads the loss, gradients or outputs and measures the high-water mark
- * from the mirror). The download costs arena_bytes over PCIe per call and is reported.
+ * whole before the first kernel after the host wrote it (weights, inputs, the canary), and
+ * refreshed by to_host() where ckrt_main reads it: the loss (4 bytes a step), and the whole arena
+ * after the first step (the high-water mark), before dumping gradients and at the end.
  *
  * Offload and reload copies run on the copy stream: it waits for an event recorded on the
  * compute stream (the tensor is produced, or its destination free), copies, and the compute
@@ -492,11 +492,19 @@ static int settle_copies(ckrt_ctx *c) {
 }
 
 static int be_synchronize(ckrt_ctx *c) {
-    c->node = NULL;
     CKRT_TRY(check_ptrs(c));
-    CKRT_TRY(settle_copies(c));
+    return settle_copies(c);
+}
+
+/* The host mirror's bytes [offset, offset + bytes) from the device (after synchronize). */
+static int be_to_host(ckrt_ctx *c, int64_t offset, int64_t bytes) {
+    CKRT_TRY(check_ptrs(c));
+    if (bytes < 0) offset = 0, bytes = G.arena_bytes;
+    if (offset < 0 || offset + bytes > G.arena_bytes)
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "host view of bytes [%lld, %lld) outside the arena", (long long)offset,
+                         (long long)(offset + bytes));
     double t0 = now_ms();
-    CU(cuMemcpyDtoH(G.mirror, G.arena, (size_t)G.arena_bytes));
+    CU(cuMemcpyDtoH(G.mirror + offset, G.arena + (CUdeviceptr)offset, (size_t)bytes));
     G.st.mirror_ms += now_ms() - t0;
     return CKRT_OK;
 }
@@ -513,6 +521,7 @@ static const ckrt_backend cuda_backend = {
     .stream_wait = be_stream_wait,
     .synchronize = be_synchronize,
     .dev = &ckrt_cuda_ops,
+    .to_host = be_to_host,
 };
 
 /* ---------------------------------------------------------------- open / close */

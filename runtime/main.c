@@ -504,6 +504,12 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* Brings arena bytes the host is about to read up to date (a device backend's arena is a host
+ * mirror, refreshed on demand; the CPU's is the arena itself). bytes < 0: all of it. */
+static int host_view(ckrt_ctx *c, int64_t offset, int64_t bytes) {
+    return c->be->to_host ? c->be->to_host(c, offset, bytes) : CKRT_OK;
+}
+
 /* Forward, backward and the loss check of one step. */
 static int train_local(run *r, int64_t s) {
     ckrt_ctx *c = &r->c;
@@ -514,6 +520,7 @@ static int train_local(run *r, int64_t s) {
     CKRT_TRY(c->be->synchronize(c));
     c->node = NULL;
     float loss;
+    CKRT_TRY(host_view(c, p->loss_offset, (int64_t)sizeof loss));
     memcpy(&loss, c->arena + p->loss_offset, sizeof loss);
     r->losses[s] = loss;
     if (!isfinite(loss) && !r->allow_nonfinite) {
@@ -541,6 +548,7 @@ static int train_step(run *r, int64_t s) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
     int rc = train_local(r, s);
+    if (!rc && s + 1 == r->steps && r->grads_dir) rc = host_view(c, 0, -1);
     if (!rc && s + 1 == r->steps && r->grads_dir && ckrt_dp_writes(r->dp)) rc = write_npys(r, r->grads_dir, true);
     if (r->dp && !ckrt_dp_agreed(r->dp)) rc = ckrt_dp_after_backward(r->dp, c, rc, &r->losses[s]);
     if (rc) return rc;
@@ -686,6 +694,7 @@ static int run_program(run *r, int argc, char **argv) {
             }
             r->step_seconds[s] = now() - t0;
             if (s == 0) { /* the high-water mark of one whole step, measured before reuse hides it */
+                if (!rc) rc = host_view(c, 0, -1);
                 const unsigned char *gb = c->arena;
                 c->node = NULL;
                 for (int64_t b = p->arena_bytes; !rc && b < p->static_bytes + nw * 8; b++)
@@ -710,6 +719,7 @@ static int run_program(run *r, int argc, char **argv) {
         }
         c->node = NULL;
         bool steps_ok = rc == CKRT_OK;
+        if (!rc) rc = host_view(c, 0, -1); /* outputs, parameters, weights */
         if (!ckrt_dp_writes(r->dp)) /* data parallel: rank 0 writes every file */
             r->dump_dir = r->params_dir = r->save_weights = r->report = r->timeline = NULL;
         if (!rc && r->dump_dir) rc = ensure_dir(c, r->dump_dir);
