@@ -18,9 +18,12 @@
  * after the first step (the high-water mark), before dumping gradients and at the end.
  *
  * Offload and reload copies run on the copy stream: it waits for an event recorded on the
- * compute stream (the tensor is produced, or its destination free), copies, and the compute
- * stream waits for the copy's event before going on (the region may be reused at once: the plan
- * does not say when). The wait is timed with events: the exposed copy time. Every driver, NVRTC
+ * compute stream (the tensor is produced, or its destination free), then copies. After an
+ * offload the compute stream waits for the copy at once (the plan may reuse the source's bytes
+ * next; it does not say when). A reload is a prefetch: the compute stream waits for it only
+ * before the first kernel or GEMM that gets a pointer into its bytes (every pointer passes
+ * through ckrt_cu_ptr), so the copy overlaps the compute issued in between. The waits are timed
+ * with events: the exposed copy time. Every driver, NVRTC
  * and cuBLAS call is checked; an error names the call, its result and the node being run.
  */
 #include "cuda_impl.h"
@@ -76,8 +79,13 @@ static struct {
     const void *bad_ptr;  /* a pointer outside the arena reached a kernel */
     void *pool;
     CUevent user[N_USER_EVENTS];
-    CUevent copy_ev[N_EVENT_PAIRS][3]; /* compute ready, copy start, copy end */
+    CUevent copy_ev[N_EVENT_PAIRS][4]; /* compute ready, copy start, copy end, compute waits */
     int n_copy_ev;
+    /* reloads the compute stream has not waited for yet: it waits before the first kernel that
+     * gets a pointer into one (prefetches overlap the compute in between) */
+    struct { CUdeviceptr at; int64_t bytes; CUevent *ev; } pending[N_EVENT_PAIRS];
+    int n_pending;
+    CUresult pending_err;
     int sm;
     char desc[256];
     ckrt_device_stats st;
@@ -296,16 +304,35 @@ static int upload_if_dirty(ckrt_ctx *c) {
     return CKRT_OK;
 }
 
+/* The compute stream waits for pending reload k (its data is about to be used) from here on. */
+static void wait_pending(int k) {
+    CUevent *ev = G.pending[k].ev;
+    CUresult r = G.cuEventRecord(ev[3], G.stream[0]);
+    if (r == CUDA_SUCCESS) r = G.cuStreamWaitEvent(G.stream[0], ev[2], 0);
+    if (r != CUDA_SUCCESS && G.pending_err == CUDA_SUCCESS) G.pending_err = r;
+    G.pending[k] = G.pending[--G.n_pending];
+}
+
 ckrt_dptr ckrt_cu_ptr(ckrt_ctx *c, const void *p) {
     (void)c;
     if (!p) return 0;
     const unsigned char *b = p;
-    if (G.mirror && b >= G.mirror && b <= G.mirror + G.arena_bytes) return (ckrt_dptr)G.arena + (ckrt_dptr)(b - G.mirror);
+    if (G.mirror && b >= G.mirror && b <= G.mirror + G.arena_bytes) {
+        CUdeviceptr d = G.arena + (CUdeviceptr)(b - G.mirror);
+        for (int k = G.n_pending - 1; k >= 0; k--)
+            if (d >= G.pending[k].at && d < G.pending[k].at + (CUdeviceptr)G.pending[k].bytes) wait_pending(k);
+        return (ckrt_dptr)d;
+    }
     G.bad_ptr = p;
     return 0;
 }
 
 static int check_ptrs(ckrt_ctx *c) {
+    if (G.pending_err != CUDA_SUCCESS) {
+        CUresult r = G.pending_err;
+        G.pending_err = CUDA_SUCCESS;
+        return cu_fail(c, r, "cuStreamWaitEvent(reload)");
+    }
     if (G.bad_ptr) {
         const void *p = G.bad_ptr;
         G.bad_ptr = NULL;
@@ -449,7 +476,14 @@ static int copy_async(ckrt_ctx *c, void *dst, const void *src, int64_t bytes, in
         CU(cuMemcpyHtoDAsync(d, src, (size_t)bytes, G.stream[1]));
     }
     CU(cuEventRecord(ev[2], G.stream[1]));
-    CU(cuStreamWaitEvent(G.stream[0], ev[2], 0));
+    if (to_host) { /* the planner may reuse the source's bytes right after: wait now */
+        CU(cuEventRecord(ev[3], G.stream[0]));
+        CU(cuStreamWaitEvent(G.stream[0], ev[2], 0));
+    } else { /* a prefetch: waited for where a kernel first gets a pointer into it (ckrt_cu_ptr) */
+        G.pending[G.n_pending].at = ckrt_cu_ptr(c, dst);
+        G.pending[G.n_pending].bytes = bytes;
+        G.pending[G.n_pending++].ev = ev;
+    }
     G.st.copy_bytes += bytes;
     return CKRT_OK;
 }
@@ -477,15 +511,17 @@ static int be_stream_wait(ckrt_ctx *c, int stream, int event) {
 }
 
 /* Adds up the copies' timings: the copy itself (start -> end) and what the compute stream waited
- * (ready -> end: the compute stream stops at the copy's end event). */
+ * (from where it starts waiting to the copy's end, when the copy ends later). */
 static int settle_copies(ckrt_ctx *c) {
+    while (G.n_pending) wait_pending(G.n_pending - 1); /* waited for by nobody: the wait point is now */
+    CKRT_TRY(check_ptrs(c));
     CU(cuStreamSynchronize(G.stream[1]));
     CU(cuStreamSynchronize(G.stream[0]));
     for (int i = 0; i < G.n_copy_ev; i++) {
         float copy = 0, wait = 0;
         CU(cuEventElapsedTime(&copy, G.copy_ev[i][1], G.copy_ev[i][2]));
-        CU(cuEventElapsedTime(&wait, G.copy_ev[i][0], G.copy_ev[i][2]));
-        G.st.copy_ms += copy, G.st.copy_exposed_ms += wait;
+        CU(cuEventElapsedTime(&wait, G.copy_ev[i][3], G.copy_ev[i][2]));
+        G.st.copy_ms += copy, G.st.copy_exposed_ms += wait > 0 ? wait : 0;
     }
     G.n_copy_ev = 0;
     return CKRT_OK;
@@ -553,7 +589,7 @@ static int open_device(ckrt_ctx *c, const ckrt_cuda_options *o) {
     for (int s = 0; s < 2; s++) CU(cuStreamCreate(&G.stream[s], CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < N_USER_EVENTS; i++) CU(cuEventCreate(&G.user[i], CU_EVENT_DISABLE_TIMING));
     for (int i = 0; i < N_EVENT_PAIRS; i++)
-        for (int k = 0; k < 3; k++) CU(cuEventCreate(&G.copy_ev[i][k], CU_EVENT_DEFAULT));
+        for (int k = 0; k < 4; k++) CU(cuEventCreate(&G.copy_ev[i][k], CU_EVENT_DEFAULT));
     CKRT_TRY(load_kernels(c, o));
     BLAS(cublasCreate(&G.blas));
     BLAS(cublasSetStream(G.blas, (cudaStream_t)G.stream[0]));
@@ -583,7 +619,7 @@ void ckrt_cuda_close(ckrt_ctx *c) {
     for (int i = 0; i < N_USER_EVENTS; i++)
         if (G.user[i]) G.cuEventDestroy(G.user[i]);
     for (int i = 0; i < N_EVENT_PAIRS; i++)
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             if (G.copy_ev[i][k]) G.cuEventDestroy(G.copy_ev[i][k]);
     for (int s = 0; s < 2; s++)
         if (G.stream[s]) G.cuStreamDestroy(G.stream[s]);
