@@ -152,6 +152,18 @@ static bool calls(const char *model_c, const char *entry) {
     return strstr(model_c, pat) != NULL;
 }
 
+/* Entry points the CUDA backend runs without a kernel of kernels.cu (cuBLAS, copies, reads). */
+static const char *const no_kernel_entries[] = {"matmul", "check_finite", "offload", "reload"};
+
+/* Is ckrt_<entry> one the CUDA backend implements (runtime/ckrt_device.h's list)? */
+static bool cuda_knows(const char *entry, size_t len) {
+    for (int i = 0; i < N_WRAPPERS; i++)
+        if (strlen(wrappers[i].entry) == len && strncmp(wrappers[i].entry, entry, len) == 0) return true;
+    for (size_t i = 0; i < sizeof no_kernel_entries / sizeof no_kernel_entries[0]; i++)
+        if (strlen(no_kernel_entries[i]) == len && strncmp(no_kernel_entries[i], entry, len) == 0) return true;
+    return false;
+}
+
 /* A header's text with its #include "ckrt_kernels*.h" lines turned into comments: kernels.cu
  * holds every header it needs, in order, and must compile alone. */
 static void put_header(FILE *f, const char *name, const char *text) {
@@ -202,6 +214,16 @@ ck_status ck_codegen_kernels_cu(FILE *f, const char *program, const char *model_
                "#ifndef NULL\n#define NULL 0\n#endif\n"
                "/* the headers hold every body libckrt has; a program calls some: unused ones are no warning */\n"
                "#pragma nv_diag_suppress 177\n#endif\n");
+    /* a kernel entry point the CUDA backend lacks would run on the CPU against device memory: the
+     * program must not start on a GPU (NVRTC stops at the #error and the trainer says why) */
+    for (const char *p = model_c; (p = strstr(p, "ckrt_")); p++) {
+        const char *q = p + 5;
+        size_t len = 0;
+        while ((q[len] >= 'a' && q[len] <= 'z') || (q[len] >= '0' && q[len] <= '9') || q[len] == '_') len++;
+        if (p > model_c && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z'))) continue;
+        if (strncmp(q + len, "(c,", 3) == 0 && !cuda_knows(q, len))
+            fprintf(f, "#error \"ckptc: ckrt_%.*s has no CUDA implementation yet; run this program with --device cpu\"\n", (int)len, q);
+    }
     for (int i = 0; i < ck_kernel_header_count; i++) put_header(f, ck_kernel_header_names[i], ck_kernel_header_texts[i]);
     fprintf(f, "\n/* ================================================================ wrappers */\n");
     for (int i = 0; i < N_WRAPPERS; i++) {

@@ -212,7 +212,10 @@ static void *cache_read(const char *path, const cache_header *key, size_t *bytes
 /* Best effort: a cache that cannot be written only costs a compile next time. */
 static void cache_write(const char *dir, const char *path, cache_header h, const void *cubin, size_t bytes) {
     char tmp[4500];
-    mkdir(dir, 0777);
+    snprintf(tmp, sizeof tmp, "%s", dir); /* mkdir -p */
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') *p = 0, mkdir(tmp, 0777), *p = '/';
+    mkdir(tmp, 0777);
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     h.payload_bytes = bytes;
     h.payload_checksum = fnv1a(cubin, bytes);
