@@ -59,6 +59,7 @@ def main():
         print("SKIP: no C++ compiler (g++): the emulation compiles kernels.cu as C++")
         return SKIP
     os.makedirs(work, exist_ok=True)
+    extra = os.environ.get("CK_EMU_FLAGS", "").split()  # a sanitizer build's instrumentation
     rows, bad = [], 0
     for name in SAMPLES:
         for vname, flags in VARIANTS:
@@ -66,10 +67,10 @@ def main():
             run([ckptc, os.path.join(samples, name + ".onnx"), *dims_of(samples, name), *flags, "-o", d])
             run(["make", "-s", "-C", d])
             prog = "model" if "--infer" in flags else "trainer"
-            run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-DCK_EMULATE", "-I", tests, "-x", "c++",
+            run([cxx, *extra, "-std=c++17", "-O1", "-shared", "-fPIC", "-DCK_EMULATE", "-I", tests, "-x", "c++",
                  os.path.join(d, "kernels.cu"), "-o", os.path.join(d, "kernels_emu.so")])
-            run(["cc", "-std=c11", "-O1", "-I", rt, os.path.join(d, prog + ".c"), "-o", os.path.join(d, prog + "_emu"), lib,
-                 "-lopenblas", "-lm", "-ldl"])
+            run(["cc", *extra, "-std=c11", "-O1", "-I", rt, os.path.join(d, prog + ".c"), "-o", os.path.join(d, prog + "_emu"), lib,
+                 "-lopenblas", "-lm", "-ldl", *extra])
             res = {}
             for dev, exe in (("cpu", prog), ("cuda", prog + "_emu")):
                 out = os.path.join(d, "out-" + dev)
