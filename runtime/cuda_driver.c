@@ -265,7 +265,11 @@ static int load_kernels(ckrt_ctx *c, const ckrt_cuda_options *o) {
     char *src = read_text(c, path);
     if (!src) return c->code;
     int maj = 0, min = 0;
-    nvrtcVersion(&maj, &min);
+    nvrtcResult nv = nvrtcVersion(&maj, &min);
+    if (nv != NVRTC_SUCCESS) {
+        free(src);
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcVersion failed: %s", nvrtcGetErrorString(nv));
+    }
     const char *home = getenv("HOME"), *xdg = getenv("XDG_CACHE_HOME");
     if (o->cache_dir) snprintf(dir, sizeof dir, "%s", o->cache_dir);
     else if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/ckptc", xdg);
