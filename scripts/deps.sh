@@ -7,6 +7,8 @@
 set -eu
 pkgs="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev check libopenblas-dev"
 if [ "${1:-}" = "--test" ]; then
+    # clang + libclang-rt-14-dev: the libFuzzer smoke test (fuzz/smoke.sh); valgrind: the memcheck test
+    pkgs="$pkgs clang libclang-rt-14-dev valgrind"
     pkgs="$pkgs python3 python3-onnx python3-numpy python3-torch openmpi-bin libopenmpi-dev"
 fi
 missing=""
