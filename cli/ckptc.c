@@ -462,6 +462,16 @@ static void print_plan(const ck_graph *g) {
  * and every kept step lowers the peak, so a larger budget stops earlier at a peak that is no
  * lower: the peak is monotone in SIZE. Each step is a full plan, so the planner's own numbers
  * (fragmentation included) decide, not an estimate. */
+/* budget:SIZE recomputes segments in order of activation bytes freed per FLOP recomputed, most
+ * first (ties: graph order). */
+static const ck_graph *budget_cands;
+static int by_bytes_per_flop(const void *pa, const void *pb) {
+    int a = *(const int *)pa, b = *(const int *)pb;
+    double sa = (double)budget_cands->cand_bytes[a] / (double)(budget_cands->cand_flops[a] + 1);
+    double sb = (double)budget_cands->cand_bytes[b] / (double)(budget_cands->cand_flops[b] + 1);
+    return sa > sb ? -1 : sa < sb ? 1 : a - b;
+}
+
 static ck_status plan_budget(const char *path, const ck_load_options *lo, const ck_options *o, ck_graph **out, ck_diag *d) {
     ck_options t = *o;
     t.checkpoint = CK_CKPT_NONE;
@@ -484,39 +494,42 @@ static ck_status plan_budget(const char *path, const ck_load_options *lo, const 
     int nc = g->n_candidates;
     int *order = malloc(sizeof(int) * (size_t)(nc + 1));
     bool *set = calloc((size_t)nc + 1, 1);
-    double *score = malloc(sizeof(double) * (size_t)(nc + 1));
-    for (int k = 0; k < nc; k++) {
-        order[k] = k;
-        score[k] = (double)g->cand_bytes[k] / (double)(g->cand_flops[k] + 1);
-    }
-    for (int a = 1; a < nc; a++) /* insertion sort: stable, nc is small */
-        for (int b = a; b > 0 && score[order[b]] > score[order[b - 1]]; b--) {
-            int x = order[b];
-            order[b] = order[b - 1], order[b - 1] = x;
-        }
+    for (int k = 0; k < nc; k++) order[k] = k;
+    budget_cands = g;
+    qsort(order, (size_t)nc, sizeof *order, by_bytes_per_flop);
     ck_graph *all = g;
     int chosen = 0;
-    for (int k = 0; k < nc && best->plan.arena_bytes > o->budget; k++) {
-        if (all->cand_bytes[order[k]] == 0) continue;
-        set[order[k]] = true;
-        t = *o;
-        t.recompute_set = set, t.n_recompute_set = nc;
-        ck_diag d2 = {0};
-        g = NULL;
-        if (build_plan(path, lo, &t, &g, &d2) == CK_OK && g->plan.arena_bytes < best->plan.arena_bytes) {
-            ck_graph_free(best);
-            best = g;
-            chosen++;
-        } else {
-            set[order[k]] = false; /* no lower peak: not worth its recompute */
-            ck_graph_free(g);
+    if (all->plan.arena_bytes <= o->budget) {
+        /* The shortest prefix of that order that fits, searched with the real planner as judge:
+         * the first guess covers the excess with the segments' own byte counts, then bisection
+         * between a prefix that does not fit (none: 0) and one that does (all: nc). A recompute
+         * set is a prefix, so a larger budget never gets a longer one; at most 7 plans. */
+        int no_fit = 0, fit = nc, k = 0;
+        int64_t freed = 0, need = none_peak - o->budget;
+        while (k < nc && freed < need) freed += all->cand_bytes[order[k++]];
+        for (int round = 0; round < 7 && fit - no_fit > 1; round++) {
+            if (round > 0 || k <= no_fit || k >= fit) k = no_fit + (fit - no_fit) / 2;
+            for (int j = 0; j < nc; j++) set[order[j]] = j < k;
+            t = *o;
+            t.recompute_set = set, t.n_recompute_set = nc;
+            ck_diag d2 = {0};
+            g = NULL;
+            if (build_plan(path, lo, &t, &g, &d2) == CK_OK && g->plan.arena_bytes <= o->budget) {
+                ck_graph_free(best);
+                best = g;
+                chosen = fit = k;
+            } else {
+                no_fit = k;
+                ck_graph_free(g);
+            }
+            ck_diag_clear(&d2);
         }
-        ck_diag_clear(&d2);
     }
     if (all->plan.arena_bytes < best->plan.arena_bytes && best->plan.arena_bytes > o->budget && all->plan.arena_bytes <= o->budget) {
         ck_graph_free(best);
         best = all;
         all = NULL;
+        chosen = nc;
     }
     st = CK_OK;
     if (best->plan.arena_bytes > o->budget) {
@@ -539,10 +552,10 @@ static ck_status plan_budget(const char *path, const ck_load_options *lo, const 
         st = CK_ERR_USAGE;
     } else {
         printf("ckptc: budget %lld bytes: recomputing %d of %d segments; planned peak %lld (no recompute: %lld)\n",
-               (long long)o->budget, best == all ? best->n_segments : chosen, nc, (long long)best->plan.arena_bytes, (long long)none_peak);
+               (long long)o->budget, chosen, nc, (long long)best->plan.arena_bytes, (long long)none_peak);
     }
     if (all && all != best) ck_graph_free(all);
-    free(order), free(set), free(score);
+    free(order), free(set);
     *out = best;
     return st;
 }
