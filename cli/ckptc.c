@@ -456,14 +456,13 @@ static void print_plan(const ck_graph *g) {
 }
 
 /* budget:SIZE. Candidates are the blocks policy's segments (cut points when names carry no
- * blocks). Starting from no recompute, segments are tried in order of activation bytes per FLOP
- * (most memory for the least recompute first); a step is kept only if it lowers the planned
- * peak, and the search stops at the first plan within SIZE. The sequence does not depend on SIZE
- * and every kept step lowers the peak, so a larger budget stops earlier at a peak that is no
- * lower: the peak is monotone in SIZE. Each step is a full plan, so the planner's own numbers
- * (fragmentation included) decide, not an estimate. */
-/* budget:SIZE recomputes segments in order of activation bytes freed per FLOP recomputed, most
- * first (ties: graph order). */
+ * blocks), ordered by activation bytes per FLOP (most memory for the least recompute first; ties
+ * in graph order). The recompute set is always a prefix of that order: the shortest prefix whose
+ * plan fits, searched with full plans (the planner's own numbers, fragmentation included, decide,
+ * not an estimate): a first guess from the segments' byte counts, then bisection between a prefix
+ * that does not fit and one that does. Peaks are not strictly monotone in the prefix length
+ * (placement), so the bisection may stop at a slightly longer prefix than the shortest; at most 9
+ * plans in all (none, all, 7 tries) instead of one per segment. */
 static const ck_graph *budget_cands;
 static int by_bytes_per_flop(const void *pa, const void *pb) {
     int a = *(const int *)pa, b = *(const int *)pb;
