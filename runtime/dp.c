@@ -480,6 +480,10 @@ void ckrt_dp_report_json(const ckrt_dp *dp, FILE *f) {
 }
 
 void ckrt_dp_print_summary(const ckrt_dp *dp) {
+    if (dp->size == 1) {
+        printf("  %-20s %12d (no communication)\n", "ranks", 1);
+        return;
+    }
     printf("  %-20s %12d (%s, deterministic rank-order reduction)\n", "ranks", dp->size, dp->comm ? dp->comm->name : "?");
     printf("  %-20s %12lld (planned; gradients %lld bytes in %lld bucket%s)\n", "comm staging", (long long)dp->staging_bytes,
            (long long)dp->grad_floats * 4, (long long)dp->buckets, dp->buckets == 1 ? "" : "s");
