@@ -2,7 +2,8 @@
 # smoke.sh — the fuzzing smoke test for CI: builds the libFuzzer harnesses with clang (CK_FUZZ=ON,
 # ASan + UBSan), replays fuzz/regressions/, then fuzzes each harness for CK_FUZZ_SECONDS (60)
 # over the committed corpus, both at once. Exits non-zero on any crash, leak, timeout, OOM or
-# sanitizer report; the input that caused it is left in $CK_FUZZ_BUILD/findings/. Without clang
+# sanitizer report (a hang: an input running over CK_FUZZ_TIMEOUT, 30 s); the input that caused
+# it is left in $CK_FUZZ_BUILD/findings/. Without clang
 # and libFuzzer it says so and exits 0, so the normal gcc build never depends on it.
 set -eu
 cd "$(dirname "$0")/.."
@@ -19,7 +20,9 @@ fi
 CC=clang cmake -S . -B "$dir" -DCK_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
 cmake --build "$dir" --target fuzz_load fuzz_load_dims -j"$(nproc)"
 mkdir -p "$dir/findings"
-flags="-rss_limit_mb=2048 -timeout=10 -dict=fuzz/onnx.dict -artifact_prefix=$dir/findings/"
+# -timeout is wall-clock seconds per input: the slowest kept input takes ~1 s alone, 10 s on a
+# loaded 2-core CI machine; a real hang never ends, so a generous limit loses nothing
+flags="-rss_limit_mb=2048 -timeout=${CK_FUZZ_TIMEOUT:-30} -dict=fuzz/onnx.dict -artifact_prefix=$dir/findings/"
 
 # every regression once (file arguments are run, not fuzzed); *.dims carry the dims header
 "$dir/fuzz/fuzz_load" $flags fuzz/regressions/*.onnx >"$tmp/regress.log" 2>&1 || {
