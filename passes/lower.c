@@ -160,7 +160,7 @@ ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
         ck_diag_add(d, "out of memory lowering the graph");
         return CK_ERR_NOMEM;
     }
-    memcpy(old, g->nodes, sizeof *old * (size_t)nn);
+    if (nn > 0) memcpy(old, g->nodes, sizeof *old * (size_t)nn); /* g->nodes is NULL in a graph folded to nothing */
     for (int i = 0; i < nn; i++)
         for (int k = 0; k < old[i]->n_in; k++)
             if (old[i]->in[k]) L.uses[old[i]->in[k]->id]++;
