@@ -79,7 +79,7 @@ typedef struct ckrt_cuda_options {
     int tf32;
     const char *kernels_cu;   /* path of the program's kernels.cu */
     const char *cache_dir;    /* NULL: $XDG_CACHE_HOME/ckptc or ~/.cache/ckptc */
-    int quiet_probe;          /* probing for the default device: no error text needed */
+    int quiet_probe;          /* probing for the default device: no driver is loaded -> fail without dlopen */
 } ckrt_cuda_options;
 int ckrt_cuda_open(ckrt_ctx *c, const ckrt_cuda_options *o, const ckrt_backend **out);
 void ckrt_cuda_close(ckrt_ctx *c);

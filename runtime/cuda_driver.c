@@ -1,8 +1,8 @@
 /* cuda_driver.c — the CUDA backend's device layer: the driver API, NVRTC, cuBLAS.
  *
- * Start-up (ckrt_cuda_open): the driver library (libcuda.so.1) is opened with dlopen, so that a
- * program built where the toolkit is installed still starts, and runs on the CPU, on a machine
- * without a driver; cuInit, the device's primary context (shared with cuBLAS), a compute stream
+ * Start-up (ckrt_cuda_open): the driver library (libcuda.so.1) and cuBLAS are opened with dlopen,
+ * so that a program built where the toolkit is installed still starts, and runs on the CPU, on a
+ * machine without a driver (and never loads cuBLAS there); cuInit, the device's primary context (shared with cuBLAS), a compute stream
  * and a copy stream. DIR/kernels.cu is compiled by NVRTC for the device's own architecture
  * (sm_XY from its compute capability) and cached on disk: the key is the source's hash, the
  * architecture and the NVRTC version, the file carries a magic, a version, the key and a
@@ -109,11 +109,22 @@ static int cu_fail(ckrt_ctx *c, CUresult r, const char *call) {
         CUresult ck_r_ = G.call;                                        \
         if (ck_r_ != CUDA_SUCCESS) return cu_fail(c, ck_r_, #call);     \
     } while (0)
-#define BLAS(call)                                                                                       \
-    do {                                                                                                 \
-        cublasStatus_t ck_s_ = call;                                                                     \
-        if (ck_s_ != CUBLAS_STATUS_SUCCESS)                                                              \
-            return ckrt_fail(c, CKRT_ERR_INTERNAL, "%s failed: %s", #call, cublasGetStatusString(ck_s_)); \
+/* cuBLAS is opened at run time too (a program on the CPU never loads it: it is large, and its
+ * loader-time code trips memory checkers); BLAS(f, (args)) calls and checks it. */
+#define CK_BLAS_FNS(X) \
+    X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasSetMathMode) X(cublasSgemm) X(cublasSgemmStridedBatched) \
+    X(cublasGetStatusString)
+static struct {
+    void *lib;
+#define CK_BLAS_MEMBER_(f) __typeof__(f) *f;
+    CK_BLAS_FNS(CK_BLAS_MEMBER_)
+#undef CK_BLAS_MEMBER_
+} B;
+#define BLAS(f, args)                                                                                     \
+    do {                                                                                                  \
+        cublasStatus_t ck_s_ = B.f args;                                                                  \
+        if (ck_s_ != CUBLAS_STATUS_SUCCESS)                                                               \
+            return ckrt_fail(c, CKRT_ERR_INTERNAL, "%s failed: %s", #f, B.cublasGetStatusString(ck_s_));  \
     } while (0)
 #define NVRTC(call)                                                                                   \
     do {                                                                                              \
@@ -134,6 +145,27 @@ static int load_driver(ckrt_ctx *c) {
     CK_CU_FNS(CK_CU_LOAD_)
 #undef CK_CU_LOAD_
     G.lib = h;
+    return CKRT_OK;
+}
+
+#ifndef CKRT_CUDA_LIBDIR
+#define CKRT_CUDA_LIBDIR "/usr/local/cuda/lib64"
+#endif
+
+static int load_cublas(ckrt_ctx *c) {
+    if (B.lib) return CKRT_OK;
+    const char *names[] = {CKRT_CUDA_LIBDIR "/libcublas.so." CK_XSTR_(CUBLAS_VER_MAJOR), "libcublas.so." CK_XSTR_(CUBLAS_VER_MAJOR)};
+    void *h = NULL;
+    for (int i = 0; i < 2 && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) return ckrt_fail(c, CKRT_ERR_USAGE, "cannot load cuBLAS (%s): %s", names[1], dlerror());
+#define CK_BLAS_LOAD_(f)                                                                                     \
+    if (!(*(void **)&B.f = dlsym(h, CK_XSTR_(f)))) {                                                         \
+        dlclose(h);                                                                                          \
+        return ckrt_fail(c, CKRT_ERR_USAGE, "cuBLAS (%s) lacks %s", names[1], CK_XSTR_(f));                  \
+    }
+    CK_BLAS_FNS(CK_BLAS_LOAD_)
+#undef CK_BLAS_LOAD_
+    B.lib = h;
     return CKRT_OK;
 }
 
@@ -386,10 +418,10 @@ int ckrt_cu_gemm(ckrt_ctx *c, int trans_a, int trans_b, int64_t m, int64_t n, in
                          (long long)k);
     cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (batch == 1)
-        BLAS(cublasSgemm(G.blas, ta, tb, (int)m, (int)n, (int)k, &alpha, (const float *)a, (int)lda, (const float *)b, (int)ldb,
-                         &beta, (float *)y, (int)ldy));
+        BLAS(cublasSgemm, (G.blas, ta, tb, (int)m, (int)n, (int)k, &alpha, (const float *)a, (int)lda, (const float *)b, (int)ldb,
+                           &beta, (float *)y, (int)ldy));
     else
-        BLAS(cublasSgemmStridedBatched(G.blas, ta, tb, (int)m, (int)n, (int)k, &alpha, (const float *)a, (int)lda, stride_a,
+        BLAS(cublasSgemmStridedBatched, (G.blas, ta, tb, (int)m, (int)n, (int)k, &alpha, (const float *)a, (int)lda, stride_a,
                                        (const float *)b, (int)ldb, stride_b, &beta, (float *)y, (int)ldy, stride_y, (int)batch));
     return CKRT_OK;
 }
@@ -570,6 +602,10 @@ static const ckrt_backend cuda_backend = {
 /* ---------------------------------------------------------------- open / close */
 
 static int open_device(ckrt_ctx *c, const ckrt_cuda_options *o) {
+    /* the default device is probed on every start: without a loaded NVIDIA driver (its /proc
+     * entry, or WSL's /dev/dxg) the CPU is chosen without dlopen; --device cuda always tries */
+    if (o->quiet_probe && access("/proc/driver/nvidia/version", R_OK) != 0 && access("/dev/dxg", F_OK) != 0)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "no NVIDIA driver loaded (no /proc/driver/nvidia/version)");
     CKRT_TRY(load_driver(c));
     CUresult r = G.cuInit(0);
     if (r != CUDA_SUCCESS) {
@@ -598,10 +634,11 @@ static int open_device(ckrt_ctx *c, const ckrt_cuda_options *o) {
     for (int i = 0; i < N_EVENT_PAIRS; i++)
         for (int k = 0; k < 4; k++) CU(cuEventCreate(&G.copy_ev[i][k], CU_EVENT_DEFAULT));
     CKRT_TRY(load_kernels(c, o));
-    BLAS(cublasCreate(&G.blas));
-    BLAS(cublasSetStream(G.blas, (cudaStream_t)G.stream[0]));
+    CKRT_TRY(load_cublas(c));
+    BLAS(cublasCreate, (&G.blas));
+    BLAS(cublasSetStream, (G.blas, (cudaStream_t)G.stream[0]));
     /* FP32 products stay FP32 unless --tf32: TF32 rounds the operands to 10 mantissa bits */
-    BLAS(cublasSetMathMode(G.blas, o->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    BLAS(cublasSetMathMode, (G.blas, o->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     G.ready = 1;
     return CKRT_OK;
 }
@@ -621,7 +658,7 @@ int ckrt_cuda_open(ckrt_ctx *c, const ckrt_cuda_options *o, const ckrt_backend *
 void ckrt_cuda_close(ckrt_ctx *c) {
     (void)c;
     if (!G.lib) return;
-    if (G.blas) cublasDestroy(G.blas);
+    if (G.blas) B.cublasDestroy(G.blas);
     if (G.mod) G.cuModuleUnload(G.mod);
     for (int i = 0; i < N_USER_EVENTS; i++)
         if (G.user[i]) G.cuEventDestroy(G.user[i]);

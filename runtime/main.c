@@ -72,6 +72,7 @@ typedef struct run {
     int64_t mem_limit;             /* --mem-limit in bytes; 0: none */
     const char *device;            /* --device: "cpu", "cuda" or NULL (cuda when usable) */
     int tf32;
+    char device_line[600];         /* "device: ...", the first line printed once the run starts */
     double *losses;
     double *step_seconds;
     int64_t measured;
@@ -627,7 +628,8 @@ static int alloc_memory(run *r) {
 }
 
 /* --device: the CUDA backend when asked for (an error when it cannot open) or, by default, when
- * a GPU is usable; the CPU otherwise. The first line of output says which. */
+ * a GPU is usable; the CPU otherwise. The first line of output says which (printed once weights
+ * and inputs loaded: a program that fails before its steps prints nothing on stdout). */
 static int select_device(run *r) {
     ckrt_ctx *c = &r->c;
     const char *why = "--device cpu";
@@ -641,7 +643,7 @@ static int select_device(run *r) {
         int rc = ckrt_cuda_open(c, &o, &be);
         if (!rc) {
             c->be = be;
-            printf("device: cuda (%s)\n", ckrt_cuda_describe());
+            snprintf(r->device_line, sizeof r->device_line, "device: cuda (%s)\n", ckrt_cuda_describe());
             return CKRT_OK;
         }
         if (r->device) {
@@ -651,7 +653,7 @@ static int select_device(run *r) {
         }
         why = c->msg;
     }
-    printf("device: cpu (%s)\n", why);
+    snprintf(r->device_line, sizeof r->device_line, "device: cpu (%.500s)\n", why);
     c->code = 0;
     return CKRT_OK;
 }
@@ -679,6 +681,7 @@ static int run_program(run *r, int argc, char **argv) {
         if (!rc) rc = ckrt_dp_check_replicas(r->dp, c, p, "after loading the weights");
     }
     if (!rc) {
+        fputs(r->device_line, stdout);
         uint64_t *w = (uint64_t *)(c->arena + p->static_bytes);
         int64_t nw = (p->arena_bytes + GUARD_BYTES - p->static_bytes) / 8;
         for (int64_t i = 0; i < nw; i++) w[i] = CANARY;
