@@ -1,6 +1,6 @@
 /* cuda_driver.c — the CUDA backend's device layer: the driver API, NVRTC, cuBLAS.
  *
- * Start-up (ckrt_cuda_open): the driver library (libcuda.so.1) and cuBLAS are opened with dlopen,
+ * Start-up (ckrt_cuda_open): the driver library (libcuda.so.1), NVRTC and cuBLAS are opened with dlopen,
  * so that a program built where the toolkit is installed still starts, and runs on the CPU, on a
  * machine without a driver (and never loads cuBLAS there); cuInit, the device's primary context (shared with cuBLAS), a compute stream
  * and a copy stream. DIR/kernels.cu is compiled by NVRTC for the device's own architecture
@@ -126,11 +126,22 @@ static struct {
         if (ck_s_ != CUBLAS_STATUS_SUCCESS)                                                               \
             return ckrt_fail(c, CKRT_ERR_INTERNAL, "%s failed: %s", #f, B.cublasGetStatusString(ck_s_));  \
     } while (0)
-#define NVRTC(call)                                                                                   \
-    do {                                                                                              \
-        nvrtcResult ck_n_ = call;                                                                     \
-        if (ck_n_ != NVRTC_SUCCESS)                                                                   \
-            return ckrt_fail(c, CKRT_ERR_INTERNAL, "%s failed: %s", #call, nvrtcGetErrorString(ck_n_)); \
+/* NVRTC is opened at run time as well: linked, it made every program (most run on the CPU) map
+ * and relocate it at start-up (~30 MiB of resident memory). N.f(args) calls it. */
+#define CK_NVRTC_FNS(X)                                                                                    \
+    X(nvrtcVersion) X(nvrtcCreateProgram) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) \
+    X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcDestroyProgram) X(nvrtcGetErrorString)
+static struct {
+    void *lib;
+#define CK_NVRTC_MEMBER_(f) __typeof__(f) *f;
+    CK_NVRTC_FNS(CK_NVRTC_MEMBER_)
+#undef CK_NVRTC_MEMBER_
+} N;
+#define NVRTC(call)                                                                                     \
+    do {                                                                                                \
+        nvrtcResult ck_n_ = N.call;                                                                     \
+        if (ck_n_ != NVRTC_SUCCESS)                                                                     \
+            return ckrt_fail(c, CKRT_ERR_INTERNAL, "%s failed: %s", #call, N.nvrtcGetErrorString(ck_n_)); \
     } while (0)
 
 static int load_driver(ckrt_ctx *c) {
@@ -169,6 +180,28 @@ static int load_cublas(ckrt_ctx *c) {
     return CKRT_OK;
 }
 
+static int load_nvrtc(ckrt_ctx *c) {
+    if (N.lib) return CKRT_OK;
+    char names[4][256];
+    int major = CUDA_VERSION / 1000; /* libnvrtc.so.13 for CUDA 13.x, .12 for 12.x */
+    snprintf(names[0], sizeof names[0], "%s/libnvrtc.so.%d", CKRT_CUDA_LIBDIR, major);
+    snprintf(names[1], sizeof names[1], "libnvrtc.so.%d", major);
+    snprintf(names[2], sizeof names[2], "%s/libnvrtc.so", CKRT_CUDA_LIBDIR);
+    snprintf(names[3], sizeof names[3], "libnvrtc.so");
+    void *h = NULL;
+    for (int i = 0; i < 4 && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) return ckrt_fail(c, CKRT_ERR_USAGE, "cannot load NVRTC (%s): %s", names[1], dlerror());
+#define CK_NVRTC_LOAD_(f)                                                                                    \
+    if (!(*(void **)&N.f = dlsym(h, CK_XSTR_(f)))) {                                                         \
+        dlclose(h);                                                                                          \
+        return ckrt_fail(c, CKRT_ERR_USAGE, "NVRTC (%s) lacks %s", names[1], CK_XSTR_(f));                   \
+    }
+    CK_NVRTC_FNS(CK_NVRTC_LOAD_)
+#undef CK_NVRTC_LOAD_
+    N.lib = h;
+    return CKRT_OK;
+}
+
 /* ---------------------------------------------------------------- NVRTC and the kernel cache */
 
 static uint64_t fnv1a(const void *data, size_t n) {
@@ -185,21 +218,22 @@ int ckrt_cuda_compile(ckrt_ctx *c, const char *src, const char *name, int sm, ch
     /* no FMA contraction: the bodies round as written, as they do on the CPU */
     const char *opts[] = {arch, "--std=c++17", "--fmad=false", "--device-as-default-execution-space"};
     *log = NULL, *cubin = NULL, *cubin_bytes = 0;
+    if (load_nvrtc(c)) return c->code;
     NVRTC(nvrtcCreateProgram(&prog, src, name, 0, NULL, NULL));
-    nvrtcResult r = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
+    nvrtcResult r = N.nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
     size_t ln = 0;
-    if (nvrtcGetProgramLogSize(prog, &ln) == NVRTC_SUCCESS && ln > 1 && (*log = malloc(ln))) {
-        if (nvrtcGetProgramLog(prog, *log) != NVRTC_SUCCESS) (*log)[0] = 0;
+    if (N.nvrtcGetProgramLogSize(prog, &ln) == NVRTC_SUCCESS && ln > 1 && (*log = malloc(ln))) {
+        if (N.nvrtcGetProgramLog(prog, *log) != NVRTC_SUCCESS) (*log)[0] = 0;
     }
     int rc = CKRT_OK;
     if (r != NVRTC_SUCCESS) {
-        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcCompileProgram(%s, sm_%d) failed: %s\n%s", name, sm, nvrtcGetErrorString(r),
+        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcCompileProgram(%s, sm_%d) failed: %s\n%s", name, sm, N.nvrtcGetErrorString(r),
                        *log ? *log : "(no log)");
-    } else if (nvrtcGetCUBINSize(prog, cubin_bytes) != NVRTC_SUCCESS || !(*cubin = malloc(*cubin_bytes ? *cubin_bytes : 1)) ||
-               nvrtcGetCUBIN(prog, *cubin) != NVRTC_SUCCESS) {
+    } else if (N.nvrtcGetCUBINSize(prog, cubin_bytes) != NVRTC_SUCCESS || !(*cubin = malloc(*cubin_bytes ? *cubin_bytes : 1)) ||
+               N.nvrtcGetCUBIN(prog, *cubin) != NVRTC_SUCCESS) {
         rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcGetCUBIN(%s, sm_%d) failed", name, sm);
     }
-    nvrtcDestroyProgram(&prog);
+    N.nvrtcDestroyProgram(&prog);
     if (rc) {
         free(*cubin);
         *cubin = NULL;
@@ -297,10 +331,14 @@ static int load_kernels(ckrt_ctx *c, const ckrt_cuda_options *o) {
     char *src = read_text(c, path);
     if (!src) return c->code;
     int maj = 0, min = 0;
-    nvrtcResult nv = nvrtcVersion(&maj, &min);
+    if (load_nvrtc(c)) {
+        free(src);
+        return c->code;
+    }
+    nvrtcResult nv = N.nvrtcVersion(&maj, &min);
     if (nv != NVRTC_SUCCESS) {
         free(src);
-        return ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcVersion failed: %s", nvrtcGetErrorString(nv));
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcVersion failed: %s", N.nvrtcGetErrorString(nv));
     }
     const char *home = getenv("HOME"), *xdg = getenv("XDG_CACHE_HOME");
     if (o->cache_dir) snprintf(dir, sizeof dir, "%s", o->cache_dir);
