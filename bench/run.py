@@ -437,8 +437,8 @@ def write_cpu_report(results, meta, path_md, path_json, path_svg):
     cont = [r for r in results if (r.get("others_cores") or 0) > CONTENDED]
     w("")
     w("Other processes' CPU use during each timed run was measured (machine busy time minus the run's "
-      "own); a run above %.2f cores was rerun up to twice and the least disturbed kept. %s" % (
-          CONTENDED, "† marks %d run(s) still disturbed (up to %.2f cores)." % (
+      "own); a run above %.2f cores was rerun (up to %d runs) and the least disturbed kept. %s" % (
+          CONTENDED, TRIES, "† marks %d run(s) still disturbed (up to %.2f cores)." % (
               len(cont), max(r["others_cores"] for r in cont)) if cont else "No run in the table was disturbed."))
     w("")
     # loss agreement and bit-identity
