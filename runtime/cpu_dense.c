@@ -8,6 +8,7 @@
  */
 #include "ckrt.h"
 #include "ckrt_kernels_move.h"
+#include "cpu_conv.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -61,50 +62,6 @@ int ckrt_matmul(ckrt_ctx *c, float *y, const float *a, const float *b, int64_t M
 
 /* ---------------------------------------------------------------- conv */
 
-/* The CPU's im2col: the column matrix (Cg * prod(k), prod(out_sp)) of one image group, row by
- * row, walking the last spatial axis linearly. Element for element what ck_k_im2col computes
- * (a copy: no rounding), without its per-element divisions. */
-static void im2col(float *col, const float *img, int64_t Cg, int nsp, const int64_t *in_sp, const int64_t *out_sp,
-                   const int64_t *k, const int64_t *st, const int64_t *pb, const int64_t *dl) {
-    int64_t out_n = 1, taps = 1, in_n = 1, instr[CKRT_MAX_RANK];
-    for (int d = nsp - 1; d >= 0; d--) {
-        instr[d] = in_n;
-        in_n *= in_sp[d];
-        out_n *= out_sp[d];
-        taps *= k[d];
-    }
-    int last = nsp - 1;
-    int64_t row_len = out_sp[last], n_rows = out_n / row_len;
-    for (int64_t r = 0; r < Cg * taps; r++) {
-        int64_t kk[CKRT_MAX_RANK], t = r % taps, o[CKRT_MAX_RANK] = {0};
-        for (int d = last; d >= 0; d--) kk[d] = t % k[d], t /= k[d];
-        const float *src = img + (r / taps) * in_n;
-        float *dst = col + r * out_n;
-        int64_t p0 = -pb[last] + kk[last] * dl[last];
-        for (int64_t q = 0; q < n_rows; q++, dst += row_len) {
-            bool valid = true;
-            int64_t off = 0;
-            for (int d = 0; d < last; d++) {
-                int64_t p = ck_k_tap(o[d], kk[d], st[d], pb[d], dl[d]);
-                valid = valid && p >= 0 && p < in_sp[d];
-                off += p * instr[d];
-            }
-            if (!valid) {
-                memset(dst, 0, sizeof(float) * (size_t)row_len);
-            } else {
-                for (int64_t ol = 0; ol < row_len; ol++) {
-                    int64_t p = ol * st[last] + p0;
-                    dst[ol] = p >= 0 && p < in_sp[last] ? src[off + p] : 0.0f;
-                }
-            }
-            for (int d = last - 1; d >= 0; d--) {
-                if (++o[d] < out_sp[d]) break;
-                o[d] = 0;
-            }
-        }
-    }
-}
-
 int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float *b, float *ws, int nsp, int64_t N,
               int64_t C, int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
               const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
@@ -118,13 +75,15 @@ int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float
     }
     if (!direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv needs a workspace but none was planned");
     int64_t Cg = C / group, Mg = M / group, R = Cg * taps;
+    ck_conv_geom geom;
+    ck_conv_geom_init(&geom, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
     for (int64_t n = 0; n < N; n++) {
         for (int64_t g = 0; g < group; g++) {
             const float *img = x + (n * C + g * Cg) * in_n;
             float *yg = y + (n * M + g * Mg) * out_n;
             const float *col = img;
             if (!direct) {
-                im2col(ws, img, Cg, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
+                ck_cpu_im2col(ws, img, Cg, &geom);
                 col = ws;
             }
             /* yg (Mg, out_n) = w_g (Mg, R) @ col (R, out_n) */

@@ -3,9 +3,9 @@
  * Conv's gradients go through GEMM like the forward (cpu_dense.c), one image and group at a
  * time, with the column matrix col: (Cg * prod(k), prod(out_sp)) in the planned workspace
  * (ck_ws_conv_grad):
- *   input:  col = w_g^T dy_g, then dx_g = col2im(col) (ck_k_col2im: each dx element sums the
- *           column entries that read it, in a fixed order; here as a scatter in that order);
- *   weight: col = im2col(x_g), then dw_g += dy_g col^T, image after image (the first image
+ *   input:  col = w_g^T dy_g, then dx_g = col2im(col) (cpu_conv.h: the bits of ck_k_col2im, each
+ *           dx element the sum of the column entries that read it, in a fixed order);
+ *   weight: col = im2col(x_g) (cpu_conv.h), then dw_g += dy_g col^T, image after image (the first image
  *           writes, the others accumulate), so dw is summed in image order.
  * A 1x1 convolution with no begin padding and an output as large as its input needs no column
  * matrix (x, or dx, is its own), as in the forward; the planner then reserves no workspace, so
@@ -18,95 +18,10 @@
  */
 #include "ckrt.h"
 #include "ckrt_kernels_train.h"
+#include "cpu_conv.h"
 
 #include <cblas.h>
 #include <string.h>
-
-/* One image group's column matrix (Cg * prod(k), prod(out_sp)): element for element
- * ck_k_im2col, row by row; the validity of the leading axes and their offset are found once per
- * run of the last axis, which is then walked linearly. */
-static void im2col(float *col, const float *img, int64_t Cg, int nsp, const int64_t *in_sp, const int64_t *out_sp,
-                   const int64_t *k, const int64_t *st, const int64_t *pb, const int64_t *dl) {
-    int64_t out_n = 1, taps = 1, in_n = 1, instr[CKRT_MAX_RANK];
-    for (int d = nsp - 1; d >= 0; d--) {
-        instr[d] = in_n;
-        in_n *= in_sp[d];
-        out_n *= out_sp[d];
-        taps *= k[d];
-    }
-    int last = nsp - 1;
-    int64_t run = out_sp[last], n_runs = out_n / run;
-    for (int64_t r = 0; r < Cg * taps; r++) {
-        int64_t kk[CKRT_MAX_RANK], o[CKRT_MAX_RANK] = {0}, t = r % taps;
-        for (int d = last; d >= 0; d--) kk[d] = t % k[d], t /= k[d];
-        const float *src = img + (r / taps) * in_n;
-        float *dst = col + r * out_n;
-        int64_t p0 = ck_k_tap(0, kk[last], st[last], pb[last], dl[last]);
-        for (int64_t q = 0; q < n_runs; q++, dst += run) {
-            int inside = 1;
-            int64_t off = 0;
-            for (int d = 0; d < last; d++) {
-                int64_t p = ck_k_tap(o[d], kk[d], st[d], pb[d], dl[d]);
-                inside = inside && p >= 0 && p < in_sp[d];
-                off += p * instr[d];
-            }
-            for (int64_t j = 0; j < run; j++) {
-                int64_t p = p0 + j * st[last];
-                dst[j] = inside && p >= 0 && p < in_sp[last] ? src[off + p] : 0.0f;
-            }
-            for (int d = last - 1; d >= 0; d--) {
-                if (++o[d] < out_sp[d]) break;
-                o[d] = 0;
-            }
-        }
-    }
-}
-
-/* col2im as a scatter: dx_g = 0, then per channel, taps in descending order, every column entry
- * is added to the input element its tap reads, walking output runs as im2col does. A tap reaches
- * a given input element from at most one window position, so each dx element receives exactly the
- * terms ck_k_col2im sums, in its order (descending taps), starting from 0: the same bits without
- * its divisions per tap per element. */
-static void col2im(float *img, const float *col, int64_t Cg, int nsp, const int64_t *in_sp, const int64_t *out_sp,
-                   const int64_t *k, const int64_t *st, const int64_t *pb, const int64_t *dl) {
-    int64_t out_n = 1, taps = 1, in_n = 1, instr[CKRT_MAX_RANK];
-    for (int d = nsp - 1; d >= 0; d--) {
-        instr[d] = in_n;
-        in_n *= in_sp[d];
-        out_n *= out_sp[d];
-        taps *= k[d];
-    }
-    memset(img, 0, sizeof(float) * (size_t)(Cg * in_n));
-    int last = nsp - 1;
-    int64_t run = out_sp[last], n_runs = out_n / run;
-    for (int64_t ch = 0; ch < Cg; ch++) {
-        float *dst = img + ch * in_n;
-        for (int64_t t = taps - 1; t >= 0; t--) {
-            int64_t kk[CKRT_MAX_RANK], o[CKRT_MAX_RANK] = {0}, u = t;
-            for (int d = last; d >= 0; d--) kk[d] = u % k[d], u /= k[d];
-            const float *src = col + (ch * taps + t) * out_n;
-            int64_t p0 = ck_k_tap(0, kk[last], st[last], pb[last], dl[last]);
-            for (int64_t q = 0; q < n_runs; q++, src += run) {
-                int inside = 1;
-                int64_t off = 0;
-                for (int d = 0; d < last; d++) {
-                    int64_t p = ck_k_tap(o[d], kk[d], st[d], pb[d], dl[d]);
-                    inside = inside && p >= 0 && p < in_sp[d];
-                    off += p * instr[d];
-                }
-                if (inside)
-                    for (int64_t j = 0; j < run; j++) {
-                        int64_t p = p0 + j * st[last];
-                        if (p >= 0 && p < in_sp[last]) dst[off + p] += src[j];
-                    }
-                for (int d = last - 1; d >= 0; d--) {
-                    if (++o[d] < out_sp[d]) break;
-                    o[d] = 0;
-                }
-            }
-        }
-    }
-}
 
 /* No column matrix needed: 1x1 kernel, no begin padding, output as large as the input. */
 static int direct_conv(int nsp, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k, const int64_t *pads_begin) {
@@ -133,6 +48,8 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
     }
     int direct = direct_conv(nsp, in_sp, out_sp, k, pads_begin);
     if (!direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv gradient needs a workspace but none was planned");
+    ck_conv_geom geom;
+    ck_conv_geom_init(&geom, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
     for (int64_t n = 0; n < N; n++) {
         for (int64_t g = 0; g < group; g++) {
             float *dxg = dx + (n * C + g * Cg) * in_n;
@@ -141,7 +58,7 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
             float *col = direct ? dxg : ws;
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)R, (int)out_n, (int)Mg, 1.0f, wg, (int)R, dyg,
                         (int)out_n, 0.0f, col, (int)out_n);
-            if (!direct) col2im(dxg, col, Cg, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
+            if (!direct) ck_cpu_col2im(dxg, col, Cg, &geom);
         }
     }
     return CKRT_OK;
@@ -159,11 +76,13 @@ int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *
     }
     int direct = direct_conv(nsp, in_sp, out_sp, k, pads_begin);
     if (!direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv gradient needs a workspace but none was planned");
+    ck_conv_geom geom;
+    ck_conv_geom_init(&geom, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
     for (int64_t n = 0; n < N; n++) {
         for (int64_t g = 0; g < group; g++) {
             const float *img = x + (n * C + g * Cg) * in_n, *dyg = dy + (n * M + g * Mg) * out_n, *col = img;
             if (!direct) {
-                im2col(ws, img, Cg, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
+                ck_cpu_im2col(ws, img, Cg, &geom);
                 col = ws;
             }
             /* dw_g (Mg, R) (+)= dy_g (Mg, out_n) @ col^T (out_n, R) */
