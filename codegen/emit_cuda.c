@@ -114,6 +114,9 @@ static const ck_wrapper wrappers[] = {
     {"cross_entropy_grad", "xent_grad", "float *dx, const float *dloss, const float *logits, const void *labels, int lab_i64, int64_t rows, int64_t classes",
      "int64_t l = lab_i64 ? ((const int64_t *)labels)[i] : ((const int32_t *)labels)[i];\n"
      "ck_k_xent_grad_row(i, dx, logits, l, classes, (float)((double)dloss[0] / (double)rows));"},
+    /* data parallel: dp.c's reduction of the gradients (ckrt_grad_allreduce) on device memory */
+    {"grad_allreduce", "rank_mean", "float *out, const float *recv, int64_t count, int ranks", "out[i] = ck_k_rank_mean(i, recv, count, ranks);"},
+    {"grad_allreduce", "copy_f32", "float *y, const float *x", "y[i] = x[i];"},
     {"unary_grad", "unary_grad", "int op, float *dx, const float *dy, const float *x, float alpha, float lo, float hi",
      "dx[i] = ck_k_unary_grad(op, dy[i], x[i], alpha, lo, hi);"},
     {"softmax_grad", "softmax_grad", "int log_sm, float *dx, const float *dy, const float *y, int64_t len, int64_t inner",

@@ -115,6 +115,11 @@ typedef struct ckrt_backend {
     /* Makes arena bytes [offset, offset + bytes) (bytes < 0: all of it) current in c->arena, the
      * host's view, once synchronize() returned; NULL: c->arena is the memory kernels write. */
     int (*to_host)(ckrt_ctx *c, int64_t offset, int64_t bytes);
+    /* For a transport on device memory (NCCL): the device address of p, a pointer into
+     * c->arena (0 and a message when it is not), and the compute stream (a CUstream) that
+     * kernels run on; NULL on the CPU. */
+    unsigned long long (*device_address)(ckrt_ctx *c, const void *p);
+    void *(*compute_stream)(ckrt_ctx *c);
 } ckrt_backend;
 
 extern const ckrt_backend ckrt_cpu_backend;
@@ -224,27 +229,30 @@ uint64_t ckrt_checksum(const void *data, size_t n);
  * A program compiled with `ckptc --data-parallel` runs as N ranks (`mpirun -np N DIR/trainer`).
  * Each rank trains the same plan on its shard of the batch; the gradients are averaged before the
  * optimizer step by the ckptc.GradAllReduce node at the end of the backward, which calls
- * ckrt_grad_allreduce on literal arena offsets like any kernel. The transport is a ckrt_comm: MPI
- * today (libckrt_mpi.a, runtime/mpi/ckrt_mpi.c, built only where MPI is found; libckrt itself
- * never needs MPI), NCCL on the CUDA backend later. Control-plane calls move a few host bytes
- * (agreement on errors, losses, checksums); data-plane calls move arena (device) memory. */
+ * ckrt_grad_allreduce on literal arena offsets like any kernel. The transport is a ckrt_comm
+ * (libckrt_mpi.a, runtime/mpi/, built only where MPI is found; libckrt itself never needs MPI):
+ * MPI on host memory; on the CUDA backend its data plane switches to NCCL on the device arena
+ * (use_device). Control-plane calls move a few host bytes (agreement on errors, losses,
+ * checksums); data-plane calls move arena memory: pointers into ckrt_ctx.arena, which the
+ * transport maps to device addresses with ckrt_backend.device_address once use_device succeeded. */
 typedef struct ckrt_comm {
-    const char *name;              /* "mpi" */
+    const char *name;              /* "mpi", "mpi+nccl" */
     int rank, size;
     /* control plane, host memory: every rank's `bytes` bytes gathered in rank order; a broadcast */
     int (*allgather)(struct ckrt_comm *m, const void *send, void *recv, int64_t bytes);
     int (*bcast)(struct ckrt_comm *m, void *buf, int64_t bytes, int root);
     /* data plane, arena memory, float32: chunk q of send (send_counts[q] at send_displs[q]) goes
      * to rank q; every rank's chunk for this rank lands at recv + recv_displs[q] */
-    int (*alltoallv)(struct ckrt_comm *m, const float *send, const int64_t *send_counts, const int64_t *send_displs,
+    int (*alltoallv)(struct ckrt_comm *m, ckrt_ctx *c, const float *send, const int64_t *send_counts, const int64_t *send_displs,
                      float *recv, const int64_t *recv_counts, const int64_t *recv_displs);
     /* in place: rank q's counts[q] floats at buf + displs[q] reach every rank */
-    int (*allgatherv)(struct ckrt_comm *m, float *buf, const int64_t *counts, const int64_t *displs);
-    int (*bcast_data)(struct ckrt_comm *m, void *buf, int64_t bytes, int root);
-    /* optional: a transport that reduces gradients itself (NCCL on device streams); NULL: the
-     * generic deterministic reduction of dp.c over alltoallv + allgatherv */
-    int (*grad_allreduce)(struct ckrt_comm *m, ckrt_ctx *c, float *staging, int64_t staging_floats, int n,
-                          const struct ckrt_grad_slot *grads);
+    int (*allgatherv)(struct ckrt_comm *m, ckrt_ctx *c, float *buf, const int64_t *counts, const int64_t *displs);
+    int (*bcast_data)(struct ckrt_comm *m, ckrt_ctx *c, void *buf, int64_t bytes, int root);
+    /* The backend of c keeps the arena in device memory: move the data plane there (NCCL,
+     * bootstrapped over the control plane; every rank calls it). NULL, or a failure with the
+     * reason in msg: this transport cannot. */
+    int (*use_device)(struct ckrt_comm *m, ckrt_ctx *c);
+    int device;                    /* the data plane works on device memory (use_device succeeded) */
     void (*abort)(struct ckrt_comm *m, int code); /* stops every rank; does not return */
     void (*finalize)(struct ckrt_comm *m);
     char msg[256];                 /* why the last call failed */

@@ -36,6 +36,9 @@ const char *ckrt_dp_input_path(ckrt_dp *dp, const char *path);
  * dimension is cut to this rank's rows; a per-rank ({rank}) or same-shape file is kept. Any
  * other shape fails with a message saying what the data-parallel program accepts. */
 int ckrt_dp_shard(ckrt_dp *dp, ckrt_ctx *c, const ckrt_io *io, int i, const char *path, ckrt_array *a);
+/* This rank's index among the ranks on its machine (the launcher's environment: Open MPI,
+ * MPICH, Slurm), 0 when none says: it picks the rank's GPU. */
+int ckrt_dp_local_rank(void);
 /* Seed for inputs filled at random and for dropout: the seed itself on rank 0, a distinct stream
  * per other rank. */
 uint64_t ckrt_dp_seed(const ckrt_dp *dp, uint64_t seed);

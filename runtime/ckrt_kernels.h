@@ -359,6 +359,18 @@ CK_DEV void ck_k_dropout_block(int64_t b, float *y, uint8_t *mask, const float *
     }
 }
 
+/* ---------------------------------------------------------------- data parallel (runtime/dp.c) */
+
+/* Element i of this rank's slice of a gradient bucket: recv holds the ranks' copies of the slice
+ * (ranks blocks of count floats, rank q's at q * count); they are summed in rank order 0, 1, ...,
+ * then divided by the number of ranks. The order is fixed, so every rank, every run and both
+ * backends get the same bits. */
+CK_DEV float ck_k_rank_mean(int64_t i, const float *recv, int64_t count, int ranks) {
+    float s = recv[i];
+    for (int q = 1; q < ranks; q++) s += recv[(int64_t)q * count + i];
+    return s / (float)ranks;
+}
+
 /* ---------------------------------------------------------------- reductions (one output per call) */
 
 /* Output element o of a reduction of x viewed as kept axes (nk: kdims, kstrides) and reduced axes

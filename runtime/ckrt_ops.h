@@ -190,6 +190,10 @@ int ckrt_batch_norm_apply(ckrt_ctx *c, float *y, const float *x, const float *sc
 int ckrt_dropout_grad(ckrt_ctx *c, float *dx, const float *dy, int64_t n, float ratio, uint64_t key);
 /* In-place updates of n elements (torch.optim semantics); buf NULL: plain SGD. AdamW reads the
  * step count (1-based) from c->step. */
+/* Data parallel (runtime/dp.c): out[i] = ck_k_rank_mean(i, recv, count, ranks) for i < count;
+ * and a plain copy of n floats (packing gradients into the communication staging and back). */
+int ckrt_rank_mean(ckrt_ctx *c, float *out, const float *recv, int64_t count, int ranks);
+int ckrt_copy_f32(ckrt_ctx *c, float *dst, const float *src, int64_t n);
 int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float wd);
 int ckrt_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps,
                float wd);

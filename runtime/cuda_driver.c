@@ -622,6 +622,17 @@ static int be_to_host(ckrt_ctx *c, int64_t offset, int64_t bytes) {
     return CKRT_OK;
 }
 
+/* For the NCCL transport: the device address of an arena pointer, the mirror uploaded first. */
+static unsigned long long be_device_address(ckrt_ctx *c, const void *p) {
+    ckrt_dptr d = ckrt_cu_ptr(c, p);
+    return check_ptrs(c) ? 0 : d;
+}
+
+static void *be_compute_stream(ckrt_ctx *c) {
+    (void)c;
+    return (void *)G.stream[0];
+}
+
 static const ckrt_backend cuda_backend = {
     .name = "cuda",
     .arena_alloc = be_arena_alloc,
@@ -635,6 +646,8 @@ static const ckrt_backend cuda_backend = {
     .synchronize = be_synchronize,
     .dev = &ckrt_cuda_ops,
     .to_host = be_to_host,
+    .device_address = be_device_address,
+    .compute_stream = be_compute_stream,
 };
 
 /* ---------------------------------------------------------------- open / close */
@@ -653,9 +666,10 @@ static int open_device(ckrt_ctx *c, const ckrt_cuda_options *o) {
     int count = 0;
     CU(cuDeviceGetCount(&count));
     if (count == 0) return ckrt_fail(c, CKRT_ERR_USAGE, "no CUDA device: the driver reports none");
-    if (o->ordinal < 0 || o->ordinal >= count)
-        return ckrt_fail(c, CKRT_ERR_USAGE, "CUDA device %d does not exist (%d present)", o->ordinal, count);
-    CU(cuDeviceGet(&G.dev, o->ordinal));
+    int ordinal = o->wrap_ordinal && o->ordinal >= 0 ? o->ordinal % count : o->ordinal;
+    if (ordinal < 0 || ordinal >= count)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "CUDA device %d does not exist (%d present)", ordinal, count);
+    CU(cuDeviceGet(&G.dev, ordinal));
     int maj = 0, min = 0;
     CU(cuDeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, G.dev));
     CU(cuDeviceGetAttribute(&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, G.dev));

@@ -567,6 +567,18 @@ static int cu_check_finite(ckrt_ctx *c, const float *x, int64_t n) {
     return rc;
 }
 
+static int cu_rank_mean(ckrt_ctx *c, float *out, const float *recv, int64_t count, int ranks) {
+    if (count <= 0) return CKRT_OK;
+    ckrt_dptr O = P(out), R = P(recv);
+    return LAUNCH("rank_mean", count, &O, &R, &count, &ranks);
+}
+
+static int cu_copy_f32(ckrt_ctx *c, float *dst, const float *src, int64_t n) {
+    if (n <= 0) return CKRT_OK;
+    ckrt_dptr Y = P(dst), X = P(src);
+    return LAUNCH("copy_f32", n, &Y, &X);
+}
+
 const ckrt_device_ops ckrt_cuda_ops = {
 #define CKRT_CUDA_OP_(name) .name = cu_##name,
     CKRT_DEVICE_OPS(CKRT_CUDA_OP_)

@@ -17,6 +17,7 @@
  * - Rank 0 writes every file; ranks other than 0 print nothing to stdout.
  */
 #include "ckrt_dp.h"
+#include "ckrt_device.h"
 
 #include <errno.h>
 #include <math.h>
@@ -289,6 +290,15 @@ int ckrt_dp_shard(ckrt_dp *dp, ckrt_ctx *c, const ckrt_io *io, int i, const char
                      io->name, path, got, dp->size, global, want, want);
 }
 
+int ckrt_dp_local_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v >= '0' && *v <= '9') return atoi(v);
+    }
+    return 0;
+}
+
 uint64_t ckrt_dp_seed(const ckrt_dp *dp, uint64_t seed) {
     if (!dp || dp->rank == 0) return seed;
     uint64_t z = seed + 0x9E3779B97F4A7C15ull * (uint64_t)dp->rank;
@@ -299,23 +309,32 @@ uint64_t ckrt_dp_seed(const ckrt_dp *dp, uint64_t seed) {
 
 /* ---------------------------------------------------------------- gradients */
 
+/* The backend's kernels: this file is library code (no ckrt_device.h dispatch), so it picks the
+ * device's entry point itself. On the CUDA backend the pointers are into the arena's host mirror
+ * and the device op layer maps them, so the code below is the same for both. */
+static int copy_f32(ckrt_ctx *c, float *dst, const float *src, int64_t n) {
+    return c->be->dev ? c->be->dev->copy_f32(c, dst, src, n) : ckrt_copy_f32(c, dst, src, n);
+}
+static int rank_mean(ckrt_ctx *c, float *out, const float *recv, int64_t count, int ranks) {
+    return c->be->dev ? c->be->dev->rank_mean(c, out, recv, count, ranks) : ckrt_rank_mean(c, out, recv, count, ranks);
+}
+
 /* Copies nb floats between the gradient stream (from slot *gi, element *go on) and buf. */
-static void stream_copy(unsigned char *arena, const ckrt_grad_slot *g, int n, int *gi, int64_t *go, float *buf, int64_t nb,
-                        bool pack) {
+static int stream_copy(ckrt_ctx *c, const ckrt_grad_slot *g, int n, int *gi, int64_t *go, float *buf, int64_t nb, bool pack) {
     int64_t done = 0;
     while (done < nb && *gi < n) {
         int64_t take = g[*gi].numel - *go;
         if (take > nb - done) take = nb - done;
-        float *grad = (float *)(arena + g[*gi].offset) + *go;
-        if (pack) memcpy(buf + done, grad, sizeof(float) * (size_t)take);
-        else memcpy(grad, buf + done, sizeof(float) * (size_t)take);
+        float *grad = (float *)(c->arena + g[*gi].offset) + *go;
+        CKRT_TRY(pack ? copy_f32(c, buf + done, grad, take) : copy_f32(c, grad, buf + done, take));
         done += take;
         *go += take;
         if (*go == g[*gi].numel) ++*gi, *go = 0;
     }
+    return CKRT_OK;
 }
 
-static int host_reduce(ckrt_dp *dp, ckrt_ctx *c, float *staging, int64_t staging_floats, int n, const ckrt_grad_slot *g) {
+static int reduce(ckrt_dp *dp, ckrt_ctx *c, float *staging, int64_t staging_floats, int n, const ckrt_grad_slot *g) {
     int N = dp->size, me = dp->rank;
     int64_t w = staging_floats / N * N, total = 0; /* a bucket: N slices of at most w / N floats each */
     for (int i = 0; i < n; i++) total += g[i].numel;
@@ -331,24 +350,18 @@ static int host_reduce(ckrt_dp *dp, ckrt_ctx *c, float *staging, int64_t staging
         int64_t nb = total - base < w ? total - base : w;
         int gi0 = gi;
         int64_t go0 = go;
-        stream_copy(c->arena, g, n, &gi, &go, pack, nb, true);
+        CKRT_TRY(stream_copy(c, g, n, &gi, &go, pack, nb, true));
         for (int q = 0; q <= N; q++) dp->displ[q] = nb * q / N;
         for (int q = 0; q < N; q++) dp->cnt[q] = dp->displ[q + 1] - dp->displ[q];
         int64_t mine = dp->cnt[me];
         for (int q = 0; q < N; q++) dp->rcnt[q] = mine, dp->rdispl[q] = (int64_t)q * mine;
-        if (dp->comm->alltoallv(dp->comm, pack, dp->cnt, dp->displ, recv, dp->rcnt, dp->rdispl))
+        if (dp->comm->alltoallv(dp->comm, c, pack, dp->cnt, dp->displ, recv, dp->rcnt, dp->rdispl))
             return comm_fail(c, dp, "the gradient exchange");
-        /* this rank's slice: the N copies summed in rank order, then the mean. (The same loop is
-         * the device kernel body a GPU transport without its own reduction would launch.) */
-        float *out = pack + dp->displ[me], inv_n = (float)N;
-        for (int64_t i = 0; i < mine; i++) {
-            float s = recv[i];
-            for (int q = 1; q < N; q++) s += recv[(int64_t)q * mine + i];
-            out[i] = s / inv_n;
-        }
-        if (dp->comm->allgatherv(dp->comm, pack, dp->cnt, dp->displ)) return comm_fail(c, dp, "the gradient gather");
+        /* this rank's slice: the N copies summed in rank order, then the mean */
+        CKRT_TRY(rank_mean(c, pack + dp->displ[me], recv, mine, N));
+        if (dp->comm->allgatherv(dp->comm, c, pack, dp->cnt, dp->displ)) return comm_fail(c, dp, "the gradient gather");
         gi = gi0, go = go0;
-        stream_copy(c->arena, g, n, &gi, &go, pack, nb, false);
+        CKRT_TRY(stream_copy(c, g, n, &gi, &go, pack, nb, false));
         base += nb;
         dp->buckets++;
     }
@@ -360,32 +373,59 @@ int ckrt_grad_allreduce(ckrt_ctx *c, float *staging, int64_t staging_floats, int
     if (!dp) return ckrt_fail(c, CKRT_ERR_INTERNAL, "a data-parallel program runs without its communicator");
     dp->staging_bytes = 2 * staging_floats * (int64_t)sizeof(float);
     if (dp->size == 1) return CKRT_OK; /* one rank: the gradients are already the mean */
+    /* on a device, the backward's kernels finish first: the times below are then the waiting
+     * for the other ranks and the exchange itself, not this rank's queued compute */
+    if (c->be->dev) CKRT_TRY(c->be->synchronize(c));
     double t0 = now();
     /* every rank got here, or one failed earlier in the step and is calling ckrt_dp_agree too */
     int rc = agree_loss(dp, c, CKRT_OK, NULL);
     double t1 = now();
     add_time(dp, WAIT, c->step, t1 - t0);
-    if (!rc && dp->comm->grad_allreduce) rc = dp->comm->grad_allreduce(dp->comm, c, staging, staging_floats, n, grads);
-    else if (!rc) rc = host_reduce(dp, c, staging, staging_floats, n, grads);
+    if (!rc) rc = reduce(dp, c, staging, staging_floats, n, grads);
+    if (!rc && c->be->dev) rc = c->be->synchronize(c);
     add_time(dp, XFER, c->step, now() - t1);
     return rc;
 }
 
 /* ---------------------------------------------------------------- replicas */
 
+/* Every rank runs on the same kind of memory (a mix would run different transports and hang). */
+static int same_backend(ckrt_dp *dp, ckrt_ctx *c) {
+    if (dp->size == 1) return CKRT_OK;
+    int32_t mine = c->be->dev != NULL, *all = calloc((size_t)dp->size, sizeof *all);
+    if (!all) return ckrt_fail(c, CKRT_ERR_NOMEM, "out of memory");
+    int rc = dp->comm->allgather(dp->comm, &mine, all, (int64_t)sizeof mine) ? comm_fail(c, dp, "the backend check") : CKRT_OK;
+    for (int q = 1; !rc && q < dp->size; q++)
+        if (all[q] != all[0])
+            rc = ckrt_fail(c, CKRT_ERR_USAGE, "rank 0 runs on the %s but rank %d on the %s: give every rank the same --device",
+                           all[0] ? "GPU" : "CPU", q, all[q] ? "GPU" : "CPU");
+    free(all);
+    return rc;
+}
+
 int ckrt_dp_check_replicas(ckrt_dp *dp, ckrt_ctx *c, const ckrt_program *p, const char *when) {
-    if (!dp->backend_checked) { /* the first call, after loading: a device arena is out of reach of dp.c's host loops */
+    if (!dp->backend_checked) { /* the first call, after loading: every rank on the same kind of memory */
         dp->backend_checked = true;
         int rc = CKRT_OK;
-        if (c->be->dev && !dp->comm->grad_allreduce)
-            rc = ckrt_fail(c, CKRT_ERR_USAGE, "data-parallel programs run on the CPU until a GPU transport (NCCL) exists: "
-                           "add --device cpu (docs/data-parallel.md)");
-        if ((rc = ckrt_dp_agree(dp, c, rc))) return rc;
+        if ((rc = ckrt_dp_agree(dp, c, same_backend(dp, c)))) return rc;
+        if (c->be->dev && dp->size > 1) {
+            if (!dp->comm->use_device)
+                rc = ckrt_fail(c, CKRT_ERR_USAGE, "the %s transport cannot move device memory: add --device cpu", dp->comm->name);
+            else if (dp->comm->use_device(dp->comm, c))
+                rc = ckrt_fail(c, CKRT_ERR_IO, "the GPU transport did not start: %s", dp->comm->msg);
+            if ((rc = ckrt_dp_agree(dp, c, rc))) return rc;
+        }
     }
     if (dp->size == 1) return CKRT_OK;
     double t0 = now();
     /* params, buffers, constants, then optimizer state: the static region before the inputs */
     int64_t end = p->static_bytes - p->planned_bytes[CKRT_MEM_INPUTS];
+    /* on a device after a step: the device's bytes. Before the first step the host mirror is what
+     * was loaded and not yet uploaded (refreshing it would drop the host's later writes) */
+    if (c->be->to_host && c->step > 0 && end > 0) {
+        CKRT_TRY(c->be->synchronize(c));
+        CKRT_TRY(c->be->to_host(c, 0, end));
+    }
     uint64_t mine = ckrt_checksum(c->arena, (size_t)(end > 0 ? end : 0));
     uint64_t *all = calloc((size_t)dp->size, sizeof *all);
     if (!all) return ckrt_fail(c, CKRT_ERR_NOMEM, "out of memory");
@@ -414,7 +454,7 @@ int ckrt_dp_after_update(ckrt_dp *dp, ckrt_ctx *c, const ckrt_program *p, int64_
         if (s->grad_offset >= 0) continue;
         int64_t bytes = (int64_t)ckrt_dtype_size(s->dtype);
         for (int k = 0; k < s->rank; k++) bytes *= s->dims[k];
-        if (dp->comm->bcast_data(dp->comm, c->arena + s->offset, bytes, 0)) return comm_fail(c, dp, "broadcasting buffers");
+        if (dp->comm->bcast_data(dp->comm, c, c->arena + s->offset, bytes, 0)) return comm_fail(c, dp, "broadcasting buffers");
     }
     add_time(dp, XFER, c->step, now() - t0);
     if ((dp->check_every && step % dp->check_every == 0) || step == steps) {

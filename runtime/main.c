@@ -633,12 +633,12 @@ static int alloc_memory(run *r) {
 static int select_device(run *r) {
     ckrt_ctx *c = &r->c;
     const char *why = "--device cpu";
-    if (r->dp && r->device && strcmp(r->device, "cuda") == 0)
-        return ckrt_fail(c, CKRT_ERR_USAGE, "--device cuda: data-parallel programs run on the CPU for now (the CUDA backend "
-                         "has no device-side gradient all-reduce yet)");
-    if (r->dp) why = "data-parallel programs run on the CPU";
+    /* data parallel: every rank must pick the same backend, so the GPU is never probed for, only
+     * asked for; each rank then takes the GPU of its local rank (modulo the GPUs present) */
+    if (r->dp && !r->device) why = "data-parallel programs run on the CPU unless given --device cuda";
     else if (!r->device || strcmp(r->device, "cuda") == 0) {
-        ckrt_cuda_options o = {.ordinal = 0, .tf32 = r->tf32, .quiet_probe = r->device == NULL};
+        ckrt_cuda_options o = {.ordinal = r->dp ? ckrt_dp_local_rank() : 0, .wrap_ordinal = r->dp != NULL, .tf32 = r->tf32,
+                               .quiet_probe = r->device == NULL};
         const ckrt_backend *be = NULL;
         int rc = ckrt_cuda_open(c, &o, &be);
         if (!rc) {

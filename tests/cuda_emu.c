@@ -176,6 +176,17 @@ static int be_to_host(ckrt_ctx *c, int64_t offset, int64_t bytes) {
     return CKRT_OK;
 }
 
+/* For the NCCL transport: the device address of an arena pointer, the mirror uploaded first. */
+static unsigned long long be_device_address(ckrt_ctx *c, const void *p) {
+    ckrt_dptr d = ckrt_cu_ptr(c, p);
+    return check_ptrs(c) ? 0 : d;
+}
+
+static void *be_compute_stream(ckrt_ctx *c) {
+    (void)c;
+    return NULL;
+}
+
 static const ckrt_backend emu_backend = {
     .name = "cuda",
     .arena_alloc = be_arena_alloc,
@@ -189,6 +200,8 @@ static const ckrt_backend emu_backend = {
     .synchronize = be_synchronize,
     .dev = &ckrt_cuda_ops,
     .to_host = be_to_host,
+    .device_address = be_device_address,
+    .compute_stream = be_compute_stream,
 };
 
 int ckrt_cuda_open(ckrt_ctx *c, const ckrt_cuda_options *o, const ckrt_backend **out) {

@@ -22,6 +22,14 @@ libckrt_mpi.a (CMake did not find MPI). Ranks are started with
    A file of the wrong global batch says what the data-parallel program accepts.
 4. BatchNorm (resnet): per-rank batch statistics by design (no parity with one process); its
    running statistics are broadcast from rank 0, so the replicas stay identical.
+5. The GPU path (--emu LIBCKRT_EMU LIBNCCL_EMU RUNTIME_DIR TESTS_DIR CXX, given by CMake when it
+   can): with no GPU here, the programs of 1. are linked against libckrt_emu (the CUDA op layer and
+   kernels.cu running on the CPU, device memory a separate allocation) and run with --device cuda;
+   the transport switches its data plane to NCCL, loaded from tests/nccl_emu.c (an NCCL stand-in
+   over MPI) through CKRT_NCCL_LIBRARY. Losses, gradients and parameters must be the same bits as
+   the CPU data-parallel run (same algorithm, same kernel bodies), the report must name the
+   mpi+nccl transport, and measured peak == planned. A missing NCCL library, and ranks given
+   different --device, stop every rank with the reason.
 
 Ends with `N passed, N failed`.
 """
@@ -36,6 +44,7 @@ import numpy as np
 
 CKPTC, SAMPLES, WORK = sys.argv[1:4]
 NP = int(sys.argv[sys.argv.index("--np") + 1]) if "--np" in sys.argv else 2
+EMU = sys.argv[sys.argv.index("--emu") + 1:sys.argv.index("--emu") + 6] if "--emu" in sys.argv else None
 os.makedirs(WORK, exist_ok=True)
 results = []
 
@@ -71,11 +80,12 @@ def build(model, outdir, flags):
     return None if p.returncode == 0 else p.stdout + p.stderr
 
 
-def mpirun(n, argv, timeout=300):
+def mpirun(n, argv, timeout=300, env=None):
     """Runs argv on n ranks; returns (mpirun's status, output, every rank's exit status, seconds)."""
     wrap = 'rc=0; "$0" "$@" || rc=$?; echo "dp-test: rank $OMPI_COMM_WORLD_RANK exit $rc" >&2; exit $rc'
     t0 = time.time()
-    p = subprocess.run(MPI + ["-np", str(n), "sh", "-c", wrap] + argv, capture_output=True, text=True, timeout=timeout, env=ENV)
+    p = subprocess.run(MPI + ["-np", str(n), "sh", "-c", wrap] + argv, capture_output=True, text=True, timeout=timeout,
+                       env=env or ENV)
     out = p.stdout + p.stderr
     codes = {}
     for line in out.splitlines():
@@ -251,6 +261,64 @@ else:
     rc, out, codes, _ = mpirun(NP, [f"{dr}/trainer", "--steps", "3", "--check-replicas", "1", "--report", f"{dr}/report.json"])
     check("resnet (BatchNorm, per-rank statistics): 3 steps, running statistics broadcast, replicas identical every step",
           rc == 0 and json.load(open(f"{dr}/report.json"))["data_parallel"]["replica_checks"] >= 4, out[-2000:])
+
+# ---------------------------------------------------------------- 5. the GPU path (NCCL), emulated
+if EMU:
+    lib_emu, nccl_emu, rt, tests_dir, cxx = EMU
+    flags = os.environ.get("CK_EMU_FLAGS", "").split()  # a sanitizer build's instrumentation
+    mpi_lib = os.path.join(os.path.dirname(os.path.abspath(CKPTC)), "runtime", "libckrt_mpi.a")
+
+    def emu_build(d):
+        for cmd in ([cxx, *flags, "-std=c++17", "-O1", "-shared", "-fPIC", "-DCK_EMULATE", "-I", tests_dir, "-x", "c++",
+                     os.path.join(d, "kernels.cu"), "-o", os.path.join(d, "kernels_emu.so")],
+                    [MPICC, *flags, "-std=c11", "-O1", "-I", rt, os.path.join(d, "trainer.c"), "-o", os.path.join(d, "trainer_emu"),
+                     mpi_lib, lib_emu, "-lopenblas", "-lm", "-ldl", *flags]):
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode:
+                return p.stdout + p.stderr
+        return None
+
+    EENV = dict(ENV, CKRT_NCCL_LIBRARY=nccl_emu)
+    for sample, (files, batch) in SETS.items():
+        for name in ("none", "blocks-offload"):
+            dn = os.path.join(WORK, f"{sample}-{name}-dp")
+            tag = f"{sample} {name}"
+            if not os.path.exists(f"{dn}/report.json"):
+                continue
+            err = emu_build(dn)
+            if err:
+                check(f"{tag}: the emulated GPU trainer builds", False, err[-2000:])
+                continue
+            shutil.rmtree(f"{dn}/grads-gpu", ignore_errors=True)
+            shutil.rmtree(f"{dn}/params-gpu", ignore_errors=True)
+            rc, out, codes, _ = mpirun(NP, [f"{dn}/trainer_emu", "--device", "cuda"] + inputs(files) + [
+                "--steps", "3", "--seed", "5", "--dump-grads", f"{dn}/grads-gpu", "--dump-params", f"{dn}/params-gpu",
+                "--report", f"{dn}/report-gpu.json", "--check-replicas", "1"], env=EENV)
+            if rc or len(codes) != NP:
+                check(f"{tag}: {NP} ranks train on the emulated GPU over emulated NCCL", False, out[-3000:])
+                continue
+            rc_, rg = json.load(open(f"{dn}/report.json")), json.load(open(f"{dn}/report-gpu.json"))
+            same = tree(f"{dn}/grads-gpu") == tree(f"{dn}/grads") and tree(f"{dn}/params-gpu") == tree(f"{dn}/params") and \
+                rg["losses"] == rc_["losses"]
+            dpr = rg.get("data_parallel", {})
+            check(f"{tag}: GPU path ({rg.get('backend')}, transport {dpr.get('transport')}, {dpr.get('buckets_per_step')} buckets): "
+                  f"losses, gradients and parameters the same bits as the CPU ranks; peak planned == measured",
+                  same and rg.get("backend") == "cuda" and dpr.get("transport") == "mpi+nccl"
+                  and rg["measured_peak_bytes"] == rg["planned_peak_bytes"] and dpr.get("replica_checks", 0) >= 4,
+                  f"same bits {same}, {json.dumps(dpr)[:600]}")
+    dn = os.path.join(WORK, "mlp-none-dp")
+    if os.path.exists(f"{dn}/trainer_emu"):
+        rc, out, codes, secs = mpirun(NP, [f"{dn}/trainer_emu", "--device", "cuda", "--steps", "1"], timeout=120,
+                                      env=dict(ENV, CKRT_NCCL_LIBRARY="/no/such/libnccl.so.2"))
+        check(f"no NCCL library: all {NP} ranks exit non-zero in {secs:.1f} s saying so",
+              rc != 0 and len(codes) == NP and all(c != 0 for c in codes.values()) and "cannot load NCCL" in out, out[-2000:])
+        mixed = 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then exec "$0" --device cuda "$@"; else exec "$0" --device cpu "$@"; fi'
+        rc, out, codes, secs = mpirun(NP, ["sh", "-c", mixed, f"{dn}/trainer_emu", "--steps", "1"], timeout=120, env=EENV)
+        check(f"ranks given different --device: all {NP} exit non-zero in {secs:.1f} s naming the mix",
+              rc != 0 and len(codes) == NP and all(c != 0 for c in codes.values()) and "give every rank the same --device" in out,
+              out[-2000:])
+else:
+    print("note: the emulated GPU path (5.) was not run: CMake gave no --emu (needs MPI and g++)")
 
 p = subprocess.run([CKPTC, os.path.join(SAMPLES, "mlp.onnx"), "--infer", "--data-parallel", "--dim", "batch=2", "-o", f"{WORK}/x"],
                    capture_output=True, text=True)
