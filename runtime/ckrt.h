@@ -71,6 +71,7 @@ typedef struct ckrt_ctx {
     int64_t host_bytes;
     const struct ckrt_backend *be;
     uint64_t seed;
+    uint64_t rng_rank;             /* data parallel: this rank (dropout counters start at rank x numel); 0 otherwise */
     int64_t step;
     const char *node;              /* the node being run, named in kernel errors */
     int check_finite;              /* set: the generated code checks every float output */

@@ -39,8 +39,9 @@ int ckrt_dp_shard(ckrt_dp *dp, ckrt_ctx *c, const ckrt_io *io, int i, const char
 /* This rank's index among the ranks on its machine (the launcher's environment: Open MPI,
  * MPICH, Slurm), 0 when none says: it picks the rank's GPU. */
 int ckrt_dp_local_rank(void);
-/* Seed for inputs filled at random and for dropout: the seed itself on rank 0, a distinct stream
- * per other rank. */
+int ckrt_dp_rank(const ckrt_dp *dp);
+/* Seed for inputs filled at random: the seed itself on rank 0, a distinct stream per other rank.
+ * (Dropout keeps the seed on every rank and starts each rank at its own counters.) */
 uint64_t ckrt_dp_seed(const ckrt_dp *dp, uint64_t seed);
 
 /* After the backward (the gradients are already averaged): agrees on rc and replaces *loss by the

@@ -343,17 +343,23 @@ CK_DEV void ck_k_rng_block(uint32_t *w, uint64_t seed, uint64_t step, uint64_t k
 /* A random word as a float uniform in [0, 1): its top 24 bits times 2^-24 (exact). */
 CK_DEV float ck_k_uniform(uint32_t w) { return (float)(w >> 8) * (1.0f / 16777216.0f); }
 
-/* Dropout on block b (elements 4b .. 4b+3, those < n) of x, y, mask: (n); mask may be NULL.
+/* Dropout on elements 4b .. 4b+3 (those < n) of x, y, mask: (n); mask may be NULL. Element i
+ * draws counter first + i: word (first + i) % 4 of block (first + i) / 4. first is 0 except in
+ * data parallel, where rank r passes r * n: each rank's counters are disjoint, and when the batch
+ * is the tensor's outermost axis rank r's elements are exactly the global batch's elements
+ * [r*n, (r+1)*n), so N ranks draw the masks one process with the whole batch draws.
  * Element i is kept iff ck_k_uniform(word) >= ratio; kept: y = x * scale (scale = 1 / (1 - ratio)),
  * else 0. ratio 0 keeps everything without drawing: y = x, mask all true. */
 CK_DEV void ck_k_dropout_block(int64_t b, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, float scale,
-                               uint64_t seed, uint64_t step, uint64_t key) {
+                               uint64_t seed, uint64_t step, uint64_t key, uint64_t first) {
     uint32_t w[4] = {0, 0, 0, 0};
-    if (ratio > 0.0f) ck_k_rng_block(w, seed, step, key, (uint64_t)b);
+    uint64_t have = ~(uint64_t)0; /* the block in w */
     for (int k = 0; k < 4; k++) {
         int64_t i = b * 4 + k;
         if (i >= n) break;
-        int keep = ratio > 0.0f ? ck_k_uniform(w[k]) >= ratio : 1;
+        uint64_t g = first + (uint64_t)i;
+        if (ratio > 0.0f && g / 4 != have) ck_k_rng_block(w, seed, step, key, have = g / 4);
+        int keep = ratio > 0.0f ? ck_k_uniform(w[g % 4]) >= ratio : 1;
         y[i] = keep ? (ratio > 0.0f ? x[i] * scale : x[i]) : 0.0f;
         if (mask) mask[i] = (uint8_t)keep;
     }

@@ -38,7 +38,7 @@ int ckrt_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n
     if (!(ratio >= 0.0f && ratio < 1.0f)) return ckrt_fail(c, CKRT_ERR_DATA, "dropout ratio %g is not in [0, 1)", ratio);
     float scale = 1.0f / (1.0f - ratio);
     for (int64_t b = 0; b < (n + 3) / 4; b++)
-        ck_k_dropout_block(b, y, mask, x, n, ratio, scale, c->seed, (uint64_t)c->step, key);
+        ck_k_dropout_block(b, y, mask, x, n, ratio, scale, c->seed, (uint64_t)c->step, key, c->rng_rank * (uint64_t)n);
     return CKRT_OK;
 }
 

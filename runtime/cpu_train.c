@@ -63,7 +63,8 @@ int ckrt_softmax_grad(ckrt_ctx *c, int log_sm, float *dx, const float *dy, const
 int ckrt_dropout_grad(ckrt_ctx *c, float *dx, const float *dy, int64_t n, float ratio, uint64_t key) {
     /* the forward's mask, regenerated: dx = dy * mask / (1 - ratio) (ck_k_dropout_block on dy) */
     float scale = ratio > 0.0f ? 1.0f / (1.0f - ratio) : 1.0f;
-    for (int64_t b = 0; b < (n + 3) / 4; b++) ck_k_dropout_block(b, dx, NULL, dy, n, ratio, scale, c->seed, (uint64_t)c->step, key);
+    for (int64_t b = 0; b < (n + 3) / 4; b++) ck_k_dropout_block(b, dx, NULL, dy, n, ratio, scale, c->seed, (uint64_t)c->step, key,
+                                                                  c->rng_rank * (uint64_t)n);
     return CKRT_OK;
 }
 

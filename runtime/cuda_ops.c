@@ -152,8 +152,8 @@ static int cu_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var,
 static int dropout_launch(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, float scale,
                           uint64_t key) {
     ckrt_dptr Y = P(y), M = P(mask), X = P(x);
-    uint64_t seed = c->seed, step = (uint64_t)c->step;
-    return LAUNCH("dropout", (n + 3) / 4, &Y, &M, &X, &n, &ratio, &scale, &seed, &step, &key);
+    uint64_t seed = c->seed, step = (uint64_t)c->step, first = c->rng_rank * (uint64_t)n;
+    return LAUNCH("dropout", (n + 3) / 4, &Y, &M, &X, &n, &ratio, &scale, &seed, &step, &key, &first);
 }
 
 static int cu_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, uint64_t key) {

@@ -1,5 +1,5 @@
 /* dp.c — data-parallel training inside libckrt, written against the ckrt_comm interface only:
- * libckrt never links MPI. The transport (runtime/mpi/ckrt_mpi.c -> libckrt_mpi.a, NCCL later)
+ * libckrt never links MPI. The transport (runtime/mpi/ckrt_mpi.c -> libckrt_mpi.a: MPI, NCCL on GPUs)
  * is handed over by the generated program (ckrt_program.comm_init).
  *
  * Why each piece is built the way it is:
@@ -289,6 +289,8 @@ int ckrt_dp_shard(ckrt_dp *dp, ckrt_ctx *c, const ckrt_io *io, int i, const char
                      "(split along axis 0 by rank), one file per rank of shape %s with {rank} in the path, or %s on every rank",
                      io->name, path, got, dp->size, global, want, want);
 }
+
+int ckrt_dp_rank(const ckrt_dp *dp) { return dp->rank; }
 
 int ckrt_dp_local_rank(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};

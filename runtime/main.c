@@ -671,7 +671,8 @@ static int run_program(run *r, int argc, char **argv) {
     r->step_seconds = calloc((size_t)r->steps, sizeof *r->step_seconds);
     if (!r->losses || !r->step_seconds) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate %lld steps' records", (long long)r->steps);
     CKRT_TRY(alloc_memory(r));
-    c->seed = ckrt_dp_seed(r->dp, r->seed); /* dropout: one stream per rank */
+    c->seed = r->seed; /* dropout: the same stream on every rank, each at its own counters (ck_k_dropout_block) */
+    c->rng_rank = r->dp ? (uint64_t)ckrt_dp_rank(r->dp) : 0;
     if (!(rc = load_weights(r))) {
         memset(c->arena + p->weights_bytes, 0, (size_t)(p->static_bytes - p->weights_bytes)); /* optimizer state */
         rc = load_inputs(r);
