@@ -85,7 +85,11 @@ static const char *usage_compile =
     "                           on its shard of the batch, gradients averaged (deterministically) before\n"
     "                           the update; --dim binds the PER-RANK batch (global batch = N x it)\n"
     "  --dp-bucket SIZE         gradient all-reduce bucket: the staging planned is 2 x SIZE at most\n"
-    "                           (default 25MiB)\n"
+    "                           (default 25MiB; smaller when the staging would hold the peak)\n"
+    "  --dp-overlap=MODE        on: each bucket is averaged as soon as its gradients are final (on a GPU\n"
+    "                           beside the rest of the backward); off: all after the backward (less\n"
+    "                           memory when the staging would meet the activations); auto (default):\n"
+    "                           on, unless it raises the planned peak\n"
     "  -h, --help               show this help\n";
 
 static const char *usage_inspect =
@@ -434,6 +438,13 @@ static void explain(const ck_graph *g) {
     free(clone), free(readers), free(clone_readers), free(offloaded);
 }
 
+/* The step of the GradAllReduceWait ending the staging of the GradAllReduce at step i. */
+static int staging_until(const ck_graph *g, int i) {
+    int j = i;
+    while (j < g->n_nodes && g->nodes[j] != g->nodes[i]->ws_until) j++;
+    return j < g->n_nodes ? j : i;
+}
+
 static void print_plan(const ck_graph *g) {
     const ck_mem_plan *p = &g->plan;
     printf("planned peak %lld bytes (device); host pool %lld bytes\n", (long long)p->arena_bytes, (long long)p->host_bytes);
@@ -441,10 +452,13 @@ static void print_plan(const ck_graph *g) {
         if (p->bytes[k]) printf("  %-18s %12lld\n", ck_mem_cat_name((ck_mem_cat)k), (long long)p->bytes[k]);
     printf("  at the peak: saved activations %lld, transient %lld\n", (long long)p->saved_bytes, (long long)p->transient_bytes);
     for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i]->op == CK_OP_GRAD_ALLREDUCE)
-            printf("data parallel: all-reduce staging %lld bytes at step %d (buckets of %lld gradient bytes)%s\n",
-                   (long long)g->nodes[i]->ws_bytes, i, (long long)ck_attr_int(g->nodes[i], "staging_floats", 0) * 4,
-                   i == p->peak_step ? ", at the peak" : "");
+        if (g->nodes[i]->op == CK_OP_GRAD_ALLREDUCE) {
+            int until = staging_until(g, i);
+            printf("data parallel: bucket %lld of %lld (%d gradients): all-reduce staging %lld bytes, steps %d..%d%s\n",
+                   (long long)ck_attr_int(g->nodes[i], "bucket", 0), (long long)ck_attr_int(g->nodes[i], "buckets", 1),
+                   g->nodes[i]->n_in, (long long)g->nodes[i]->ws_bytes, i, until,
+                   i <= p->peak_step && p->peak_step <= until ? ", live at the peak" : "");
+        }
     if (g->n_nodes) {
         const ck_node *pn = g->nodes[p->peak_step];
         printf("peak at step %d of %d: '%s' (%s)\n", p->peak_step, g->n_nodes, pn->name, pn->recompute_of ? "recompute"
@@ -559,20 +573,29 @@ static ck_status plan_budget(const char *path, const ck_load_options *lo, const 
     return st;
 }
 
-/* --data-parallel without --dp-bucket: when the communication staging holds the peak (it lives
- * right after the backward, where the activations are gone but every gradient is live, so after
- * checkpointing it often does), halve the bucket while that lowers the planned peak: more, smaller
- * messages instead of more memory. The largest bucket reaching the lowest peak is kept (not below
- * 64 KiB). Each try is a full plan, so fragmentation is counted. */
-static void fit_dp_bucket(const char *path, const ck_load_options *lo, const ck_options *o, ck_graph **g) {
-    if (!o->data_parallel || o->dp_bucket_bytes || o->checkpoint == CK_CKPT_BUDGET || !(*g)->loss) return;
+/* --data-parallel without --dp-bucket: when a communication staging is live at the peak (they
+ * live while gradients pile up, so after checkpointing they often are), halve the bucket while
+ * that lowers the planned peak: more, smaller messages instead of more memory. The largest bucket
+ * reaching the lowest peak is kept (not below 64 KiB). Each try is a full plan, so fragmentation
+ * is counted. Returns the message saying so ("" when the bucket stayed). */
+typedef struct dp_fit {
+    char msg[300];
+} dp_fit;
+static dp_fit fit_dp_bucket(const char *path, const ck_load_options *lo, const ck_options *o, ck_graph **g) {
+    dp_fit r = {""};
+    if (!o->data_parallel || o->dp_bucket_bytes || o->checkpoint == CK_CKPT_BUDGET || !(*g)->loss) return r;
     const ck_node *ar = NULL;
-    for (int i = 0; i < (*g)->n_nodes && !ar; i++)
-        if ((*g)->nodes[i]->op == CK_OP_GRAD_ALLREDUCE) ar = (*g)->nodes[i];
-    if (!ar || (*g)->nodes[(*g)->plan.peak_step] != ar) return;
+    int64_t bucket = 0;
+    for (int i = 0; i < (*g)->n_nodes; i++) {
+        const ck_node *n = (*g)->nodes[i];
+        if (n->op != CK_OP_GRAD_ALLREDUCE) continue;
+        if (4 * ck_attr_int(n, "staging_floats", 0) > bucket) bucket = 4 * ck_attr_int(n, "staging_floats", 0);
+        if (i <= (*g)->plan.peak_step && (*g)->plan.peak_step <= staging_until(*g, i)) ar = n;
+    }
+    if (!ar) return r;
     ck_options t = *o;
     t.offload = o->offload && (*g)->plan.host_bytes > 0; /* as compile() settled it */
-    int64_t bucket = 4 * ck_attr_int(ar, "staging_floats", 0), first_peak = (*g)->plan.arena_bytes, first_bucket = bucket;
+    int64_t first_peak = (*g)->plan.arena_bytes, first_bucket = bucket;
     while (bucket / 2 >= (64 << 10)) {
         t.dp_bucket_bytes = bucket / 2;
         ck_graph *g2 = NULL;
@@ -588,9 +611,40 @@ static void fit_dp_bucket(const char *path, const ck_load_options *lo, const ck_
         bucket /= 2;
     }
     if (bucket != first_bucket)
-        printf("ckptc: --data-parallel: the all-reduce staging held the peak; bucket %lld bytes instead of %lld: planned peak "
-               "%lld bytes instead of %lld (--dp-bucket SIZE to choose)\n", (long long)bucket, (long long)first_bucket,
-               (long long)(*g)->plan.arena_bytes, (long long)first_peak);
+        snprintf(r.msg, sizeof r.msg, "ckptc: --data-parallel: the all-reduce staging held the peak; bucket %lld bytes instead of "
+                 "%lld: planned peak %lld bytes instead of %lld (--dp-bucket SIZE to choose)\n", (long long)bucket,
+                 (long long)first_bucket, (long long)(*g)->plan.arena_bytes, (long long)first_peak);
+    return r;
+}
+
+/* --data-parallel: the bucket size (fit_dp_bucket), then with --dp-overlap=auto the overlapped
+ * schedule (each bucket averaged as soon as its gradients are final) unless all buckets after the
+ * backward plan a lower peak (their stagings then meet no activations). Each variant is full
+ * plans with its own bucket fit; what was chosen is printed. */
+static void plan_data_parallel(const char *path, const ck_load_options *lo, const ck_options *o, ck_graph **g) {
+    dp_fit fit = fit_dp_bucket(path, lo, o, g);
+    if (o->data_parallel && o->dp_overlap < 0 && o->checkpoint != CK_CKPT_BUDGET && (*g)->loss) {
+        ck_options t = *o;
+        t.offload = o->offload && (*g)->plan.host_bytes > 0; /* as compile() settled it */
+        t.dp_overlap = 0;
+        ck_graph *g2 = NULL;
+        ck_diag d2 = {0};
+        if (build_plan(path, lo, &t, &g2, &d2) == CK_OK) {
+            dp_fit fit2 = fit_dp_bucket(path, lo, &t, &g2);
+            if (g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
+                printf("%sckptc: --data-parallel: averaging each bucket during the backward would raise the planned peak "
+                       "(%lld > %lld bytes); the buckets are averaged after the backward (--dp-overlap=on to overlap anyway)\n",
+                       fit2.msg, (long long)(*g)->plan.arena_bytes, (long long)g2->plan.arena_bytes);
+                fit.msg[0] = 0;
+                ck_graph_free(*g);
+                *g = g2;
+                g2 = NULL;
+            }
+        }
+        ck_graph_free(g2);
+        ck_diag_clear(&d2);
+    }
+    printf("%s", fit.msg);
 }
 
 /* The whole compiler: load, passes, codegen. */
@@ -616,7 +670,7 @@ static ck_status compile(const char *path, const ck_load_options *lo, const ck_o
         ck_graph_free(g2);
         ck_diag_clear(&d2);
     }
-    if (!st) fit_dp_bucket(path, lo, o, &g);
+    if (!st) plan_data_parallel(path, lo, o, &g);
     if (!st && co->explain) explain(g);
     if (!st && co->plan_only) {
         print_plan(g);
@@ -669,7 +723,7 @@ static bool parse_double(const char *s, double lo, double *out) {
 
 static int cmd_compile(int argc, char **argv) {
     enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE, O_OFFLOAD,
-           O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET };
+           O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET, O_DP_OVERLAP };
     static const struct option opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
                                          {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
                                          {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
@@ -682,12 +736,14 @@ static int cmd_compile(int argc, char **argv) {
                                          {"plan-only", no_argument, 0, O_PLAN_ONLY}, {"explain", no_argument, 0, O_EXPLAIN},
                                          {"bn-running-var", required_argument, 0, O_BN_VAR},
                                          {"data-parallel", no_argument, 0, O_DP}, {"dp-bucket", required_argument, 0, O_DP_BUCKET},
+                                         {"dp-overlap", required_argument, 0, O_DP_OVERLAP},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ck_dim_binding dims[64];
     int n_dims = 0, c;
     ck_options o = CK_OPTIONS_DEFAULT;
     const char *out = NULL;
-    bool plan_only = false, explain_it = false;
+    bool plan_only = false, explain_it = false, dp_overlap_given = false;
+    int dp_overlap = -1; /* --dp-overlap: -1 auto, 1 on, 0 off */
     optind = 1;
     opterr = 0;
     int li = -1;
@@ -769,6 +825,13 @@ static int cmd_compile(int argc, char **argv) {
             break;
         case O_EXPLAIN: explain_it = true; break;
         case O_DP: o.data_parallel = true; break;
+        case O_DP_OVERLAP:
+            if (!strcmp(optarg, "auto")) dp_overlap = -1;
+            else if (!strcmp(optarg, "on")) dp_overlap = 1;
+            else if (!strcmp(optarg, "off")) dp_overlap = 0;
+            else return user_error("--dp-overlap '%s': expected auto, on or off", optarg);
+            dp_overlap_given = true;
+            break;
         case O_DP_BUCKET:
             if (!parse_size(optarg, &o.dp_bucket_bytes) || o.dp_bucket_bytes < 1024 || o.dp_bucket_bytes > (1ll << 30))
                 return user_error("--dp-bucket '%s': expected a size from 1KiB to 1GiB, e.g. 25MiB", optarg);
@@ -783,6 +846,10 @@ static int cmd_compile(int argc, char **argv) {
     if (o.offload && o.checkpoint == CK_CKPT_NONE) return user_error("--offload moves the checkpoints of a --checkpoint policy to the host; choose one (e.g. --checkpoint=blocks)");
     if (o.infer && o.data_parallel) return user_error("--data-parallel applies to training programs, not --infer");
     if (o.dp_bucket_bytes && !o.data_parallel) return user_error("--dp-bucket sizes the buckets of --data-parallel; add it");
+    if (dp_overlap_given && !o.data_parallel) return user_error("--dp-overlap schedules the buckets of --data-parallel; add it");
+    /* auto plans both schedules; under budget:SIZE (whose search is all full plans already) the
+     * memory-first one */
+    o.dp_overlap = dp_overlap < 0 && o.checkpoint == CK_CKPT_BUDGET ? 0 : dp_overlap;
     if (optind + 1 < argc) return user_error("unexpected argument '%s' (one model at a time)", argv[optind + 1]);
     if (!out && !plan_only) return user_error("missing -o DIR: where to write the program (or --plan-only)");
     const char *path = argv[optind];

@@ -267,16 +267,36 @@ static char *report_members(const ck_graph *g, const ck_options *o) {
         fprintf(f, "}");
     }
     fprintf(f, "]}");
-    for (int i = 0; i < g->n_nodes; i++) { /* --data-parallel: the communication buffers in the plan */
+    /* --data-parallel: the communication buffers in the plan, one staging per bucket, each live
+     * from its GradAllReduce to its GradAllReduceWait */
+    int nb = 0, ng = 0, live_peak = 0;
+    int64_t tot = 0, bucket = 0, most = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
         const ck_node *n = g->nodes[i];
         if (n->op != CK_OP_GRAD_ALLREDUCE) continue;
-        int64_t w = ck_attr_int(n, "staging_floats", 1), tot = ck_attr_int(n, "gradient_floats", 0);
-        fprintf(f, ",\n  \"data_parallel_plan\": {\"gradients\": %d, \"gradient_bytes\": %lld, \"bucket_bytes\": %lld, "
-                   "\"buckets\": %lld, \"staging_bytes\": %lld, \"staging_offset\": %lld, \"staging_step\": %d, "
-                   "\"staging_live_at_peak\": %s, \"gradients_averaged_in_place\": true}",
-                n->n_in, (long long)tot * 4, (long long)w * 4, (long long)((tot + w - 1) / w), (long long)ck_ws_grad_allreduce(n),
-                (long long)n->ws_offset, i, i == p->peak_step ? "true" : "false");
+        int until = i;
+        while (until < g->n_nodes && g->nodes[until] != n->ws_until) until++;
+        int64_t w = ck_attr_int(n, "staging_floats", 1), live = 0; /* stagings live with this one at its start */
+        for (int j = 0; j <= i; j++) {
+            const ck_node *m = g->nodes[j];
+            if (m->op != CK_OP_GRAD_ALLREDUCE) continue;
+            int mu = j;
+            while (mu < g->n_nodes && g->nodes[mu] != m->ws_until) mu++;
+            if (mu >= i) live += m->ws_bytes;
+        }
+        fprintf(f, nb ? ",\n    " : ",\n  \"data_parallel_plan\": {\"stagings\": [\n    ");
+        fprintf(f, "{\"bucket\": %d, \"gradients\": %d, \"step\": %d, \"until_step\": %d, \"offset\": %lld, \"bytes\": %lld}", nb, n->n_in,
+                i, until, (long long)n->ws_offset, (long long)n->ws_bytes);
+        nb++, ng += n->n_in;
+        tot = ck_attr_int(n, "gradient_floats", 0);
+        if (4 * w > bucket) bucket = 4 * w;
+        if (live > most) most = live;
+        if (i <= p->peak_step && p->peak_step <= until) live_peak = 1;
     }
+    if (nb)
+        fprintf(f, "],\n    \"gradients\": %d, \"gradient_bytes\": %lld, \"bucket_bytes\": %lld, \"buckets\": %d, "
+                   "\"staging_bytes\": %lld, \"staging_live_at_peak\": %s, \"gradients_averaged_in_place\": true}",
+                ng, (long long)tot * 4, (long long)bucket, nb, (long long)most, live_peak ? "true" : "false");
     fclose(f);
     return buf;
 }
@@ -499,8 +519,12 @@ static void write_plan_json(const ck_graph *g, FILE *f) {
     for (int i = 0; i < g->n_nodes; i++) {
         const ck_node *n = g->nodes[i];
         if (n->ws_bytes <= 0) continue;
-        fprintf(f, ",\n    {\"name\": \"%s of node %d\", \"category\": \"workspace\", \"offset\": %lld, \"bytes\": %lld}",
-                n->op == CK_OP_GRAD_ALLREDUCE ? "communication staging" : "workspace", i, (long long)n->ws_offset, (long long)n->ws_bytes);
+        int until = i;
+        while (n->ws_until && until < g->n_nodes && g->nodes[until] != n->ws_until) until++;
+        fprintf(f, ",\n    {\"name\": \"%s of node %d\", \"category\": \"workspace\", \"offset\": %lld, \"bytes\": %lld, "
+                   "\"steps\": [%d, %d]}",
+                n->op == CK_OP_GRAD_ALLREDUCE ? "communication staging" : "workspace", i, (long long)n->ws_offset, (long long)n->ws_bytes,
+                i, until);
     }
     fprintf(f, "\n  ]\n}\n");
 }

@@ -156,7 +156,7 @@ static bool calls(const char *model_c, const char *entry) {
 }
 
 /* Entry points the CUDA backend runs without a kernel of kernels.cu (cuBLAS, copies, reads). */
-static const char *const no_kernel_entries[] = {"matmul", "check_finite", "offload", "reload"};
+static const char *const no_kernel_entries[] = {"matmul", "check_finite", "offload", "reload", "grad_allreduce_wait"};
 
 /* Is ckrt_<entry> one the CUDA backend implements (runtime/ckrt_device.h's list)? */
 static bool cuda_knows(const char *entry, size_t len) {

@@ -207,6 +207,8 @@ struct ck_node {
     int n_attr, cap_attr;  /* cap_attr: room in attr (ck_node_add_attr grows it geometrically) */
     ck_attr *attr;
     int64_t ws_offset, ws_bytes; /* workspace, set by the memory planner */
+    const struct ck_node *ws_until; /* the workspace stays live until this later node has run (a
+                                     * gradient bucket's staging: until its wait); NULL: this node only */
     ck_phase phase;        /* which part of the training step runs it */
     int recompute_of;      /* a recompute clone: the forward node's id + 1; 0 otherwise */
 };

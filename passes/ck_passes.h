@@ -45,6 +45,8 @@ typedef struct ck_options {
     /* --data-parallel: gradients averaged over the ranks before the update (data_parallel.c) */
     bool data_parallel;
     int64_t dp_bucket_bytes;      /* --dp-bucket SIZE; 0: 25 MiB */
+    int dp_overlap;               /* buckets start as soon as their gradients are final (1), or all
+                                   * after the backward (0); --dp-overlap=auto tries both (cli) */
 } ck_options;
 
 /* PyTorch's defaults (torch.optim.SGD / AdamW) */

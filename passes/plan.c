@@ -72,7 +72,7 @@ bool ck_node_is_view(const ck_node *n, const ck_options *o) {
 
 int ck_node_inplace_input(const ck_node *n, int k) {
     if (n->op == CK_OP_SGD || n->op == CK_OP_ADAMW) return k == 0 ? 0 : k + 1;
-    if (n->op == CK_OP_GRAD_ALLREDUCE) return k; /* each gradient averaged in place */
+    if (n->op == CK_OP_GRAD_ALLREDUCE || n->op == CK_OP_GRAD_ALLREDUCE_WAIT) return k; /* each gradient averaged in place */
     return -1;
 }
 
@@ -504,8 +504,12 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
         ck_node *n = g->nodes[i];
         n->ws_offset = -1;
         n->ws_bytes = ck_ops[n->op].workspace ? ck_ops[n->op].workspace(n) : 0;
+        int until = i;
+        for (int j = i + 1; n->ws_until && j < nn && until == i; j++)
+            if (g->nodes[j] == n->ws_until) until = j;
+        CK_ASSERT(!n->ws_until || until > i);
         if (n->ws_bytes > 0) {
-            bufs[nb] = (buf){.bytes = align_up(n->ws_bytes), .exact = n->ws_bytes, .first = i, .last = i, .ws_node = n, .order = nb};
+            bufs[nb] = (buf){.bytes = align_up(n->ws_bytes), .exact = n->ws_bytes, .first = i, .last = until, .ws_node = n, .order = nb};
             nb++;
         }
     }

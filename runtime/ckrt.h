@@ -120,8 +120,14 @@ typedef struct ckrt_backend {
      * c->arena (0 and a message when it is not), and the compute stream (a CUstream) that
      * kernels run on; NULL on the CPU. */
     unsigned long long (*device_address)(ckrt_ctx *c, const void *p);
-    void *(*compute_stream)(ckrt_ctx *c);
+    void *(*compute_stream)(ckrt_ctx *c); /* the stream kernels are enqueued on now (set_stream) */
+    /* Kernels from here on go to stream s (CKRT_STREAM_*); NULL on the CPU. */
+    int (*set_stream)(ckrt_ctx *c, int s);
 } ckrt_backend;
+
+/* The streams of a device backend (event_record, stream_wait, set_stream): kernels, offload
+ * copies, and the data-parallel gradient exchange. */
+enum { CKRT_STREAM_COMPUTE = 0, CKRT_STREAM_COPY = 1, CKRT_STREAM_COMM = 2 };
 
 extern const ckrt_backend ckrt_cpu_backend;
 /* Pins the CPU backend's BLAS to one thread (called by ckrt_main; see cpu_dense.c). */
@@ -267,13 +273,19 @@ typedef struct ckrt_grad_slot {
     int64_t offset, numel;
 } ckrt_grad_slot;
 
-/* The gradients, in the order the backward finishes them, averaged over the ranks in place.
- * Deterministic: packed into buckets of staging_floats in the staging area (2 x staging_floats:
- * the bucket, then what the other ranks send), each rank sums one slice of every bucket over the
- * ranks in rank order 0..N-1 and divides by N, then the slices are gathered back: the same bits
- * on every rank and every run for a given N. First agrees with every rank that all got here
- * (a rank that failed earlier in the step stops them all with its message). */
-int ckrt_grad_allreduce(ckrt_ctx *c, float *staging, int64_t staging_floats, int n, const ckrt_grad_slot *grads);
+/* Bucket `bucket` of `buckets` (this step's gradients, in the order the backward finishes them)
+ * averaged over the ranks in place. Deterministic: packed into rounds of staging_floats in the
+ * staging area (2 x staging_floats: the round, then what the other ranks send), each rank sums
+ * one slice of every round over the ranks in rank order 0..N-1 and divides by N, then the slices
+ * are gathered back: the same bits on every rank and every run for a given N, whatever the
+ * buckets. First agrees with every rank that all got here (a rank that failed earlier in the
+ * step stops them all with its message). On the CPU the gradients are averaged when it returns;
+ * on a device the work is enqueued on the communication stream, after what the compute stream
+ * has enqueued so far, and the staging stays in use until ckrt_grad_allreduce_wait(bucket), which
+ * makes the compute stream wait for it (a no-op on the CPU). */
+int ckrt_grad_allreduce(ckrt_ctx *c, int bucket, int buckets, float *staging, int64_t staging_floats, int n,
+                        const ckrt_grad_slot *grads);
+int ckrt_grad_allreduce_wait(ckrt_ctx *c, int bucket);
 
 /* ---------------------------------------------------------------- kernels */
 

@@ -67,7 +67,8 @@ static struct {
     int ready;
     CUdevice dev;
     CUcontext ctx;
-    CUstream stream[2]; /* 0: compute, 1: copies */
+    CUstream stream[3]; /* CKRT_STREAM_*: 0 compute, 1 copies, 2 the data-parallel exchange */
+    int cur;            /* the stream kernels, GEMMs and memsets go to (set_stream) */
     CUmodule mod;
     cublasHandle_t blas;
     struct { char name[64]; CUfunction f; } kernels[MAX_KERNELS];
@@ -438,7 +439,7 @@ int ckrt_cu_launch(ckrt_ctx *c, const char *kernel, int64_t n, void **args) {
         }
     }
     unsigned grid = (unsigned)CK_G_GRID(n);
-    CUresult r = G.cuLaunchKernel(f, grid, 1, 1, CK_G_BLOCK, 1, 1, 0, G.stream[0], args, NULL);
+    CUresult r = G.cuLaunchKernel(f, grid, 1, 1, CK_G_BLOCK, 1, 1, 0, G.stream[G.cur], args, NULL);
     if (r != CUDA_SUCCESS) {
         char what[120];
         snprintf(what, sizeof what, "cuLaunchKernel(ck_g_%s, %u blocks)", kernel, grid);
@@ -467,7 +468,7 @@ int ckrt_cu_gemm(ckrt_ctx *c, int trans_a, int trans_b, int64_t m, int64_t n, in
 int ckrt_cu_memset0(ckrt_ctx *c, ckrt_dptr p, int64_t bytes) {
     CKRT_TRY(check_ptrs(c));
     if (bytes <= 0) return CKRT_OK;
-    CU(cuMemsetD8Async(p, 0, (size_t)bytes, G.stream[0]));
+    CU(cuMemsetD8Async(p, 0, (size_t)bytes, G.stream[G.cur]));
     return CKRT_OK;
 }
 
@@ -575,15 +576,23 @@ static int be_copy_to_host(ckrt_ctx *c, void *dst, const void *src, int64_t byte
 }
 
 static int be_event_record(ckrt_ctx *c, int event, int stream) {
-    if (event < 0 || event >= N_USER_EVENTS || stream < 0 || stream > 1)
+    if (event < 0 || event >= N_USER_EVENTS || stream < 0 || stream > 2)
         return ckrt_fail(c, CKRT_ERR_INTERNAL, "event %d / stream %d out of range", event, stream);
     CU(cuEventRecord(G.user[event], G.stream[stream]));
     return CKRT_OK;
 }
 static int be_stream_wait(ckrt_ctx *c, int stream, int event) {
-    if (event < 0 || event >= N_USER_EVENTS || stream < 0 || stream > 1)
+    if (event < 0 || event >= N_USER_EVENTS || stream < 0 || stream > 2)
         return ckrt_fail(c, CKRT_ERR_INTERNAL, "event %d / stream %d out of range", event, stream);
     CU(cuStreamWaitEvent(G.stream[stream], G.user[event], 0));
+    return CKRT_OK;
+}
+static int be_set_stream(ckrt_ctx *c, int stream) {
+    if (stream != CKRT_STREAM_COMPUTE && stream != CKRT_STREAM_COMM)
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "kernels cannot run on stream %d", stream);
+    if (G.cur == stream) return CKRT_OK;
+    G.cur = stream;
+    BLAS(cublasSetStream, (G.blas, (cudaStream_t)G.stream[stream]));
     return CKRT_OK;
 }
 
@@ -592,6 +601,7 @@ static int be_stream_wait(ckrt_ctx *c, int stream, int event) {
 static int settle_copies(ckrt_ctx *c) {
     while (G.n_pending) wait_pending(G.n_pending - 1); /* waited for by nobody: the wait point is now */
     CKRT_TRY(check_ptrs(c));
+    CU(cuStreamSynchronize(G.stream[2]));
     CU(cuStreamSynchronize(G.stream[1]));
     CU(cuStreamSynchronize(G.stream[0]));
     for (int i = 0; i < G.n_copy_ev; i++) {
@@ -630,7 +640,7 @@ static unsigned long long be_device_address(ckrt_ctx *c, const void *p) {
 
 static void *be_compute_stream(ckrt_ctx *c) {
     (void)c;
-    return (void *)G.stream[0];
+    return (void *)G.stream[G.cur];
 }
 
 static const ckrt_backend cuda_backend = {
@@ -648,6 +658,7 @@ static const ckrt_backend cuda_backend = {
     .to_host = be_to_host,
     .device_address = be_device_address,
     .compute_stream = be_compute_stream,
+    .set_stream = be_set_stream,
 };
 
 /* ---------------------------------------------------------------- open / close */
@@ -681,7 +692,7 @@ static int open_device(ckrt_ctx *c, const ckrt_cuda_options *o) {
     snprintf(G.desc, sizeof G.desc, "%s, sm_%d, %.1f GiB", name, G.sm, (double)total / (1 << 30));
     CU(cuDevicePrimaryCtxRetain(&G.ctx, G.dev));
     CU(cuCtxSetCurrent(G.ctx));
-    for (int s = 0; s < 2; s++) CU(cuStreamCreate(&G.stream[s], CU_STREAM_NON_BLOCKING));
+    for (int s = 0; s < 3; s++) CU(cuStreamCreate(&G.stream[s], CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < N_USER_EVENTS; i++) CU(cuEventCreate(&G.user[i], CU_EVENT_DISABLE_TIMING));
     for (int i = 0; i < N_EVENT_PAIRS; i++)
         for (int k = 0; k < 4; k++) CU(cuEventCreate(&G.copy_ev[i][k], CU_EVENT_DEFAULT));
@@ -717,7 +728,7 @@ void ckrt_cuda_close(ckrt_ctx *c) {
     for (int i = 0; i < N_EVENT_PAIRS; i++)
         for (int k = 0; k < 4; k++)
             if (G.copy_ev[i][k]) G.cuEventDestroy(G.copy_ev[i][k]);
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < 3; s++)
         if (G.stream[s]) G.cuStreamDestroy(G.stream[s]);
     if (G.ctx) G.cuDevicePrimaryCtxRelease(G.dev);
     static __typeof__(G) keep; /* the driver stays loaded: its symbols are resolved once */

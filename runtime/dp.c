@@ -38,7 +38,9 @@ struct ckrt_dp {
     int64_t n_comm_s[2];     /* [1] waiting in agreements (mostly for the slowest rank's compute) */
     int64_t staging_bytes;   /* what the all-reduce node was planned */
     int64_t grad_floats;
-    int64_t buckets;
+    int64_t buckets;         /* rounds through the staging per step (a bucket larger than its staging takes several) */
+    int n_buckets;           /* ckptc.GradAllReduce nodes per step */
+    bool side;               /* they run on a device's communication stream */
     double *losses;          /* the ranks' losses of the last step */
     int64_t *cnt, *displ, *rcnt, *rdispl; /* per-rank slices of a bucket */
     char *paths[64];
@@ -346,8 +348,7 @@ static int reduce(ckrt_dp *dp, ckrt_ctx *c, float *staging, int64_t staging_floa
     float *pack = staging, *recv = staging + staging_floats;
     int gi = 0;
     int64_t go = 0;
-    dp->grad_floats = total;
-    dp->buckets = 0;
+    dp->grad_floats += total;
     for (int64_t base = 0; base < total;) {
         int64_t nb = total - base < w ? total - base : w;
         int gi0 = gi;
@@ -370,23 +371,50 @@ static int reduce(ckrt_dp *dp, ckrt_ctx *c, float *staging, int64_t staging_floa
     return CKRT_OK;
 }
 
-int ckrt_grad_allreduce(ckrt_ctx *c, float *staging, int64_t staging_floats, int n, const ckrt_grad_slot *grads) {
+/* The backend's events ordering a bucket's exchange on a device: "ready" recorded on the compute
+ * stream when the bucket starts (its gradients are then enqueued), "done" on the communication
+ * stream after it. At most two buckets are in flight (passes/data_parallel.c), so four pairs
+ * can be reused in turn. */
+#define EV_READY(b) (2 * ((b) % 4))
+#define EV_DONE(b) (2 * ((b) % 4) + 1)
+
+int ckrt_grad_allreduce(ckrt_ctx *c, int bucket, int buckets, float *staging, int64_t staging_floats, int n,
+                        const ckrt_grad_slot *grads) {
     ckrt_dp *dp = c->dp;
     if (!dp) return ckrt_fail(c, CKRT_ERR_INTERNAL, "a data-parallel program runs without its communicator");
-    dp->staging_bytes = 2 * staging_floats * (int64_t)sizeof(float);
-    if (dp->size == 1) return CKRT_OK; /* one rank: the gradients are already the mean */
-    /* on a device, the backward's kernels finish first: the times below are then the waiting
-     * for the other ranks and the exchange itself, not this rank's queued compute */
-    if (c->be->dev) CKRT_TRY(c->be->synchronize(c));
+    if (bucket == 0) dp->staging_bytes = dp->grad_floats = dp->buckets = 0;
+    if (2 * staging_floats * (int64_t)sizeof(float) > dp->staging_bytes) dp->staging_bytes = 2 * staging_floats * (int64_t)sizeof(float);
+    dp->n_buckets = buckets;
+    if (dp->size == 1) { /* one rank: the gradients are already the mean */
+        for (int i = 0; i < n; i++) dp->grad_floats += grads[i].numel;
+        return CKRT_OK;
+    }
     double t0 = now();
-    /* every rank got here, or one failed earlier in the step and is calling ckrt_dp_agree too */
+    /* every rank got here, or one failed earlier in the step and is calling ckrt_dp_agree too;
+     * agreed before every bucket, so no rank can be left in an exchange another never joins */
     int rc = agree_loss(dp, c, CKRT_OK, NULL);
     double t1 = now();
     add_time(dp, WAIT, c->step, t1 - t0);
+    const ckrt_backend *be = c->be;
+    bool side = dp->side = be->dev && be->set_stream; /* a device: the exchange runs beside the compute stream */
+    if (!rc && side) {
+        rc = be->event_record(c, EV_READY(bucket), CKRT_STREAM_COMPUTE);
+        if (!rc) rc = be->stream_wait(c, CKRT_STREAM_COMM, EV_READY(bucket));
+        if (!rc) rc = be->set_stream(c, CKRT_STREAM_COMM);
+    }
     if (!rc) rc = reduce(dp, c, staging, staging_floats, n, grads);
-    if (!rc && c->be->dev) rc = c->be->synchronize(c);
+    if (side) { /* back on the compute stream whatever happened */
+        int r2 = rc ? CKRT_OK : be->event_record(c, EV_DONE(bucket), CKRT_STREAM_COMM);
+        int r3 = be->set_stream(c, CKRT_STREAM_COMPUTE);
+        if (!rc) rc = r2 ? r2 : r3;
+    }
     add_time(dp, XFER, c->step, now() - t1);
     return rc;
+}
+
+int ckrt_grad_allreduce_wait(ckrt_ctx *c, int bucket) {
+    if (!c->dp || c->dp->size == 1 || !c->be->dev || !c->be->set_stream) return CKRT_OK;
+    return c->be->stream_wait(c, CKRT_STREAM_COMPUTE, EV_DONE(bucket));
 }
 
 /* ---------------------------------------------------------------- replicas */
@@ -501,8 +529,10 @@ static void seconds(FILE *f, const ckrt_dp *dp, int which) {
 void ckrt_dp_report_json(const ckrt_dp *dp, FILE *f) {
     fprintf(f, "  \"data_parallel\": {\"ranks\": %d, \"transport\": \"%s\", \"reduction\": \"deterministic: per-slice sum in rank "
                "order, then / ranks\",\n", dp->size, dp->comm ? dp->comm->name : "?");
-    fprintf(f, "    \"comm_staging_bytes\": %lld, \"gradient_bytes\": %lld, \"buckets_per_step\": %lld,\n",
-            (long long)dp->staging_bytes, (long long)dp->grad_floats * 4, (long long)dp->buckets);
+    fprintf(f, "    \"comm_staging_bytes\": %lld, \"gradient_bytes\": %lld, \"buckets_per_step\": %d, \"rounds_per_step\": %lld,\n",
+            (long long)dp->staging_bytes, (long long)dp->grad_floats * 4, dp->n_buckets, (long long)dp->buckets);
+    fprintf(f, "    \"overlap\": \"%s\",\n", dp->side ? "on the communication stream, beside the backward (comm_time: host time to enqueue)"
+                                                 : "none: each bucket is exchanged when the backward reaches it (blocking)");
     fprintf(f, "    \"comm_time_ms\": %.4f, \"comm_seconds\": ", median_ms(dp, XFER));
     seconds(f, dp, XFER);
     fprintf(f, ",\n    \"sync_wait_ms\": %.4f, \"sync_wait_seconds\": ", median_ms(dp, WAIT));
@@ -527,8 +557,9 @@ void ckrt_dp_print_summary(const ckrt_dp *dp) {
         return;
     }
     printf("  %-20s %12d (%s, deterministic rank-order reduction)\n", "ranks", dp->size, dp->comm ? dp->comm->name : "?");
-    printf("  %-20s %12lld (planned; gradients %lld bytes in %lld bucket%s)\n", "comm staging", (long long)dp->staging_bytes,
-           (long long)dp->grad_floats * 4, (long long)dp->buckets, dp->buckets == 1 ? "" : "s");
+    printf("  %-20s %12lld (planned, per bucket; gradients %lld bytes in %d bucket%s%s)\n", "comm staging", (long long)dp->staging_bytes,
+           (long long)dp->grad_floats * 4, dp->n_buckets, dp->n_buckets == 1 ? "" : "s",
+           dp->side ? ", exchanged on the communication stream beside the backward" : "");
     printf("  %-20s %12.3f ms (median per step; waiting for other ranks %.3f ms)\n", "comm time", median_ms(dp, XFER),
            median_ms(dp, WAIT));
 }

@@ -187,6 +187,11 @@ static void *be_compute_stream(ckrt_ctx *c) {
     return NULL;
 }
 
+/* Streams are sequential here: the communication stream runs in program order like the rest. */
+static int be_set_stream(ckrt_ctx *c, int s) {
+    return s == CKRT_STREAM_COMPUTE || s == CKRT_STREAM_COMM ? CKRT_OK : ckrt_fail(c, CKRT_ERR_INTERNAL, "stream %d", s);
+}
+
 static const ckrt_backend emu_backend = {
     .name = "cuda",
     .arena_alloc = be_arena_alloc,
@@ -202,6 +207,7 @@ static const ckrt_backend emu_backend = {
     .to_host = be_to_host,
     .device_address = be_device_address,
     .compute_stream = be_compute_stream,
+    .set_stream = be_set_stream,
 };
 
 int ckrt_cuda_open(ckrt_ctx *c, const ckrt_cuda_options *o, const ckrt_backend **out) {

@@ -16,7 +16,8 @@ libckrt_mpi.a (CMake did not find MPI). Ranks are started with
 2. Deterministic: per-rank files ({rank} in the path) holding the same rows give the same bits as
    the split file, run again; so do many small buckets (each element is summed over the ranks in
    rank order, whatever bucket it falls in); one rank of a data-parallel program gives the same bits as the plain
-   program (the all-reduce is then a no-op).
+   program (the all-reduce is then a no-op); --dp-overlap=on (buckets started as soon as ready)
+   and off (after the backward) give the same bits; auto says when it keeps them after the backward.
 3. Errors: a rank given a bad input file, or a batch with a label out of range on one rank only:
    every rank exits non-zero within seconds, and the output names the failing rank and its error.
    A file of the wrong global batch says what the data-parallel program accepts.
@@ -170,14 +171,19 @@ for sample, (files, batch) in SETS.items():
         check(f"{tag}: last step's gradients within 1e-6 (max {ge:.2e} in {gname})", ge <= 1e-6)
         check(f"{tag}: parameters after 3 steps within 1e-5 (max {pe:.2e})", pe <= 1e-5)
         dpr, plan = rn.get("data_parallel", {}), rn.get("data_parallel_plan", {})
-        check(f"{tag}: report: {dpr.get('ranks')} ranks, staging {plan.get('staging_bytes')} bytes planned, "
+        stagings = plan.get("stagings", [])
+        check(f"{tag}: report: {dpr.get('ranks')} ranks, {len(stagings)} buckets, staging {plan.get('staging_bytes')} bytes planned, "
               f"comm {dpr.get('comm_time_ms')} ms/step, {dpr.get('replica_checks')} replica checks",
-              dpr.get("ranks") == NP and plan.get("staging_bytes", 0) > 0 and dpr.get("comm_staging_bytes") == plan.get("staging_bytes")
+              dpr.get("ranks") == NP and plan.get("staging_bytes", 0) > 0 and len(stagings) == plan.get("buckets") == dpr.get("buckets_per_step")
+              and dpr.get("comm_staging_bytes") == max(x["bytes"] for x in stagings) == plan.get("staging_bytes")
               and dpr.get("replica_checks", 0) >= 4 and len(dpr.get("comm_seconds", [])) == 3, json.dumps(dpr)[:800])
         pj = json.load(open(f"{dn}/plan.json"))
-        st = [b for b in pj["buffers"] if b["name"] == f"communication staging of node {plan.get('staging_step')}"]
-        check(f"{tag}: plan.json holds the staging ({plan.get('staging_bytes')} bytes at offset {plan.get('staging_offset')})",
-              len(st) == 1 and st[0]["bytes"] == plan.get("staging_bytes") and st[0]["offset"] == plan.get("staging_offset"), str(st))
+        bufs = {b["name"]: b for b in pj["buffers"]}
+        held = [bufs.get(f"communication staging of node {x['step']}", {}) for x in stagings]
+        check(f"{tag}: plan.json holds every bucket's staging, live from its all-reduce to its wait "
+              f"({[(x['bytes'], x['offset'], x['step'], x['until_step']) for x in stagings]})",
+              all(b.get("bytes") == x["bytes"] and b.get("offset") == x["offset"] and b.get("steps") == [x["step"], x["until_step"]]
+                  and x["until_step"] > x["step"] for b, x in zip(held, stagings)) and stagings, str(held)[:800])
         check(f"{tag}: measured peak == planned peak ({rn['planned_peak_bytes']}, with the staging)",
               rn["measured_peak_bytes"] == rn["planned_peak_bytes"], f"{rn['measured_peak_bytes']}")
         print(f"  {tag}: loss rel {le:.2e}, gradient rel {ge:.2e} ({gname}), params rel {pe:.2e}; "
@@ -243,9 +249,32 @@ if os.path.exists(f"{dn}/trainer"):
         shutil.rmtree(f"{dsmall}/grads", ignore_errors=True)
         rc, out, codes, _ = mpirun(NP, [f"{dsmall}/trainer"] + inputs(files) + ["--steps", "3", "--seed", "5", "--dump-grads",
                                                                              f"{dsmall}/grads", "--report", f"{dsmall}/r.json"])
-        nb = json.load(open(f"{dsmall}/r.json"))["data_parallel"]["buckets_per_step"] if rc == 0 else 0
-        check(f"{nb} buckets of 5 KiB (gradients split across buckets): the same bits as one bucket",
-              rc == 0 and nb > 10 and tree(f"{dsmall}/grads") == tree(f"{dn}/grads"), out[-2000:])
+        r = json.load(open(f"{dsmall}/r.json"))["data_parallel"] if rc == 0 else {}
+        nb, nr = r.get("buckets_per_step", 0), r.get("rounds_per_step", 0)
+        check(f"{nb} buckets of 5 KiB in {nr} rounds (large gradients split across rounds): the same bits as one bucket",
+              rc == 0 and nb > 3 and nr > 10 and tree(f"{dsmall}/grads") == tree(f"{dn}/grads"), out[-2000:])
+    # the schedules: every bucket averaged as soon as its gradients are final (--dp-overlap=on), or
+    # all after the backward (off): the same sums, so the same bits
+    for sched in ("on", "off"):
+        dov = os.path.join(WORK, f"gpt4-blocks-overlap-{sched}")
+        files4, batch4 = SETS["gpt4"]
+        err = build(os.path.join(SAMPLES, "gpt4.onnx"), dov, ["--disable-dropout", "--optimizer=sgd", "--lr", "0.1", "--dim",
+                                                              f"batch={batch4 // NP}", "--data-parallel", "--checkpoint=blocks",
+                                                              "--offload", "--dp-bucket", "64KiB", f"--dp-overlap={sched}"])
+        if err:
+            check(f"gpt4 --dp-overlap={sched} builds", False, err[-2000:])
+            continue
+        shutil.rmtree(f"{dov}/grads", ignore_errors=True)
+        rc, out, codes, _ = mpirun(NP, [f"{dov}/trainer"] + inputs(files4) + ["--steps", "3", "--seed", "5", "--dump-grads",
+                                                                            f"{dov}/grads", "--report", f"{dov}/r.json"])
+        ref = os.path.join(WORK, "gpt4-blocks-offload-dp")
+        r = json.load(open(f"{dov}/r.json")) if rc == 0 else {}
+        st = r.get("data_parallel_plan", {}).get("stagings", [])
+        during = sum(1 for a, b in zip(st, st[1:]) if b["step"] > a["step"] + 2)  # backward nodes run between buckets
+        check(f"gpt4 blocks+offload --dp-overlap={sched}: {len(st)} buckets, {during} with backward steps between them; "
+              f"the same bits as the 1-bucket run; peak planned == measured ({r.get('planned_peak_bytes')})",
+              rc == 0 and not any(codes.values()) and len(st) > 4 and (during > 0) == (sched == "on")
+              and tree(f"{dov}/grads") == tree(f"{ref}/grads") and r["planned_peak_bytes"] == r["measured_peak_bytes"], out[-2000:])
     dp1 = os.path.join(WORK, "mlp-dp-1rank")
     err = build(os.path.join(SAMPLES, "mlp.onnx"), dp1, ["--disable-dropout", "--optimizer=sgd", "--lr", "0.1", "--dim",
                                                           f"batch={batch}", "--data-parallel"])
@@ -316,33 +345,34 @@ if EMU:
         return None
 
     EENV = dict(ENV, CKRT_NCCL_LIBRARY=nccl_emu)
-    for sample, (files, batch) in SETS.items():
-        for name in ("none", "blocks-offload"):
-            dn = os.path.join(WORK, f"{sample}-{name}-dp")
-            tag = f"{sample} {name}"
-            if not os.path.exists(f"{dn}/report.json"):
-                continue
-            err = emu_build(dn)
-            if err:
-                check(f"{tag}: the emulated GPU trainer builds", False, err[-2000:])
-                continue
-            shutil.rmtree(f"{dn}/grads-gpu", ignore_errors=True)
-            shutil.rmtree(f"{dn}/params-gpu", ignore_errors=True)
-            rc, out, codes, _ = mpirun(NP, [f"{dn}/trainer_emu", "--device", "cuda"] + inputs(files) + [
-                "--steps", "3", "--seed", "5", "--dump-grads", f"{dn}/grads-gpu", "--dump-params", f"{dn}/params-gpu",
-                "--report", f"{dn}/report-gpu.json", "--check-replicas", "1"], env=EENV)
-            if rc or len(codes) != NP or any(codes.values()):
-                check(f"{tag}: {NP} ranks train on the emulated GPU over emulated NCCL", False, out[-3000:])
-                continue
-            rc_, rg = json.load(open(f"{dn}/report.json")), json.load(open(f"{dn}/report-gpu.json"))
-            same = tree(f"{dn}/grads-gpu") == tree(f"{dn}/grads") and tree(f"{dn}/params-gpu") == tree(f"{dn}/params") and \
-                rg["losses"] == rc_["losses"]
-            dpr = rg.get("data_parallel", {})
-            check(f"{tag}: GPU path ({rg.get('backend')}, transport {dpr.get('transport')}, {dpr.get('buckets_per_step')} buckets): "
-                  f"losses, gradients and parameters the same bits as the CPU ranks; peak planned == measured",
-                  same and rg.get("backend") == "cuda" and dpr.get("transport") == "mpi+nccl"
-                  and rg["measured_peak_bytes"] == rg["planned_peak_bytes"] and dpr.get("replica_checks", 0) >= 4,
-                  f"same bits {same}, {json.dumps(dpr)[:600]}")
+    runs = [(s, f"{s}-{n}-dp", f"{s}-{n}-dp") for s in SETS for n in ("none", "blocks-offload")]
+    runs.append(("gpt4", "gpt4-blocks-overlap-on", "gpt4-blocks-offload-dp"))  # buckets on the communication stream
+    for sample, dname, refname in runs:
+        files, batch = SETS[sample]
+        dn, dref, tag = os.path.join(WORK, dname), os.path.join(WORK, refname), dname
+        if not os.path.exists(f"{dn}/trainer") or not os.path.exists(f"{dref}/report.json"):
+            continue
+        err = emu_build(dn)
+        if err:
+            check(f"{tag}: the emulated GPU trainer builds", False, err[-2000:])
+            continue
+        shutil.rmtree(f"{dn}/grads-gpu", ignore_errors=True)
+        shutil.rmtree(f"{dn}/params-gpu", ignore_errors=True)
+        rc, out, codes, _ = mpirun(NP, [f"{dn}/trainer_emu", "--device", "cuda"] + inputs(files) + [
+            "--steps", "3", "--seed", "5", "--dump-grads", f"{dn}/grads-gpu", "--dump-params", f"{dn}/params-gpu",
+            "--report", f"{dn}/report-gpu.json", "--check-replicas", "1"], env=EENV)
+        if rc or len(codes) != NP or any(codes.values()):
+            check(f"{tag}: {NP} ranks train on the emulated GPU over emulated NCCL", False, out[-3000:])
+            continue
+        rc_, rg = json.load(open(f"{dref}/report.json")), json.load(open(f"{dn}/report-gpu.json"))
+        same = tree(f"{dn}/grads-gpu") == tree(f"{dref}/grads") and tree(f"{dn}/params-gpu") == tree(f"{dref}/params") and \
+            rg["losses"] == rc_["losses"]
+        dpr = rg.get("data_parallel", {})
+        check(f"{tag}: GPU path ({rg.get('backend')}, transport {dpr.get('transport')}, {dpr.get('buckets_per_step')} buckets on "
+              f"the communication stream): losses, gradients and parameters the same bits as the CPU ranks; peak planned == measured",
+              same and rg.get("backend") == "cuda" and dpr.get("transport") == "mpi+nccl" and "communication stream" in dpr.get("overlap", "")
+              and rg["measured_peak_bytes"] == rg["planned_peak_bytes"] and dpr.get("replica_checks", 0) >= 4,
+              f"same bits {same}, {json.dumps(dpr)[:600]}")
     dn = os.path.join(WORK, "mlp-none-dp")
     if os.path.exists(f"{dn}/trainer_emu"):
         rc, out, codes, secs = mpirun(NP, [f"{dn}/trainer_emu", "--device", "cuda", "--steps", "1"], timeout=120,
@@ -360,6 +390,17 @@ else:
 p = subprocess.run([CKPTC, os.path.join(SAMPLES, "mlp.onnx"), "--infer", "--data-parallel", "--dim", "batch=2", "-o", f"{WORK}/x"],
                    capture_output=True, text=True)
 check("ckptc --infer --data-parallel: a usage error", p.returncode == 2 and "--data-parallel applies to training" in p.stderr, p.stderr)
+
+p = subprocess.run([CKPTC, os.path.join(SAMPLES, "mlp.onnx"), "--dp-overlap=on", "--dim", "batch=2", "-o", f"{WORK}/x"],
+                   capture_output=True, text=True)
+check("ckptc --dp-overlap without --data-parallel: a usage error", p.returncode == 2 and "add it" in p.stderr, p.stderr)
+p = subprocess.run([CKPTC, os.path.join(SAMPLES, "mlp.onnx"), "--data-parallel", "--dp-overlap=sometimes", "--dim", "batch=2",
+                    "-o", f"{WORK}/x"], capture_output=True, text=True)
+check("ckptc --dp-overlap=sometimes: a usage error naming the choices", p.returncode == 2 and "auto, on or off" in p.stderr, p.stderr)
+p = subprocess.run([CKPTC, os.path.join(SAMPLES, "gpt4.onnx"), "--data-parallel", "--dim", "batch=2", "--checkpoint=blocks",
+                    "--offload", "--plan-only"], capture_output=True, text=True)
+check("--dp-overlap=auto says when overlap would raise the peak and plans the buckets after the backward",
+      p.returncode == 0 and "would raise the planned peak" in p.stdout and "--dp-overlap=on" in p.stdout, p.stdout[-1500:])
 
 for tag, (le, ge, pe) in worst.items():
     print(f"  parity {tag}: loss {le:.2e}, gradients {ge:.2e}, parameters {pe:.2e}")
