@@ -70,6 +70,9 @@ static const char *usage_compile =
     "  --weight-decay X         default 0 for sgd/momentum, 1e-2 for adamw\n"
     "  --beta1 X, --beta2 X     AdamW betas (default 0.9, 0.999)\n"
     "  --eps X                  AdamW epsilon (default 1e-8)\n"
+    "  --update-at-end          run every parameter's update after the whole backward (default: each one\n"
+    "                           as soon as its gradient is final and the old weights are last read, which\n"
+    "                           frees the gradient there; same bits either way)\n"
     "checkpointing:\n"
     "  --checkpoint=POLICY      none (default), blocks (repeated module scopes such as /layers.N/),\n"
     "                           every:K (a segment every K cut points), sqrt (about sqrt(n) segments),\n"
@@ -368,6 +371,7 @@ static ck_status build_plan(const char *path, const ck_load_options *lo, const c
     if (!st && !o->infer) st = ck_pass_optimizer(g, o, d);
     if (!st && !o->infer) st = ck_pass_checkpoint(g, o, d);
     if (!st && !o->infer) st = ck_pass_data_parallel(g, o, d);
+    if (!st && !o->infer) st = ck_pass_early_update(g, o, d);
     if (!st) st = ck_graph_verify(g, d);
     if (!st) st = ck_codegen_check(g, o, d); /* reject what cannot run before any work */
     if (!st) st = ck_pass_plan(g, o, d);
@@ -669,7 +673,7 @@ static bool parse_double(const char *s, double lo, double *out) {
 
 static int cmd_compile(int argc, char **argv) {
     enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE, O_OFFLOAD,
-           O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET };
+           O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET, O_UPDATE_AT_END };
     static const struct option opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
                                          {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
                                          {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
@@ -682,6 +686,7 @@ static int cmd_compile(int argc, char **argv) {
                                          {"plan-only", no_argument, 0, O_PLAN_ONLY}, {"explain", no_argument, 0, O_EXPLAIN},
                                          {"bn-running-var", required_argument, 0, O_BN_VAR},
                                          {"data-parallel", no_argument, 0, O_DP}, {"dp-bucket", required_argument, 0, O_DP_BUCKET},
+                                         {"update-at-end", no_argument, 0, O_UPDATE_AT_END},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ck_dim_binding dims[64];
     int n_dims = 0, c;
@@ -769,6 +774,7 @@ static int cmd_compile(int argc, char **argv) {
             break;
         case O_EXPLAIN: explain_it = true; break;
         case O_DP: o.data_parallel = true; break;
+        case O_UPDATE_AT_END: o.update_at_end = true; break;
         case O_DP_BUCKET:
             if (!parse_size(optarg, &o.dp_bucket_bytes) || o.dp_bucket_bytes < 1024 || o.dp_bucket_bytes > (1ll << 30))
                 return user_error("--dp-bucket '%s': expected a size from 1KiB to 1GiB, e.g. 25MiB", optarg);
@@ -782,6 +788,7 @@ static int cmd_compile(int argc, char **argv) {
     if (o.infer && (o.checkpoint != CK_CKPT_NONE || o.offload)) return user_error("--checkpoint and --offload apply to training programs, not --infer");
     if (o.offload && o.checkpoint == CK_CKPT_NONE) return user_error("--offload moves the checkpoints of a --checkpoint policy to the host; choose one (e.g. --checkpoint=blocks)");
     if (o.infer && o.data_parallel) return user_error("--data-parallel applies to training programs, not --infer");
+    if (o.infer && o.update_at_end) return user_error("--update-at-end applies to training programs, not --infer");
     if (o.dp_bucket_bytes && !o.data_parallel) return user_error("--dp-bucket sizes the buckets of --data-parallel; add it");
     if (optind + 1 < argc) return user_error("unexpected argument '%s' (one model at a time)", argv[optind + 1]);
     if (!out && !plan_only) return user_error("missing -o DIR: where to write the program (or --plan-only)");
