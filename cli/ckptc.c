@@ -449,6 +449,14 @@ static void print_plan(const ck_graph *g) {
             printf("data parallel: all-reduce staging %lld bytes at step %d (buckets of %lld gradient bytes)%s\n",
                    (long long)g->nodes[i]->ws_bytes, i, (long long)ck_attr_int(g->nodes[i], "staging_floats", 0) * 4,
                    i == p->peak_step ? ", at the peak" : "");
+    int n_up = 0, first_up = -1, last_bwd = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i]->phase == CK_PHASE_UPDATE) n_up++, first_up = first_up < 0 ? i : first_up;
+        else if (g->nodes[i]->phase == CK_PHASE_BACKWARD) last_bwd = i;
+    }
+    if (n_up)
+        printf("updates: %d, the first at step %d; %s\n", n_up, first_up,
+               first_up < last_bwd ? "each right after its gradient is final" : "after the whole backward");
     if (g->n_nodes) {
         const ck_node *pn = g->nodes[p->peak_step];
         printf("peak at step %d of %d: '%s' (%s)\n", p->peak_step, g->n_nodes, pn->name, pn->recompute_of ? "recompute"

@@ -300,7 +300,7 @@ static int update_anchor(const ck_graph *g, int u) {
 }
 
 /* Every update sits right after its anchor (only other updates in between), its gradient's
- * lifetime ends at the update; returns the number of updates. */
+ * lifetime ends at the update (or its last other reader); returns the number of updates. */
 static int check_updates_early(const ck_graph *g) {
     int nu = 0;
     for (int u = 0; u < g->n_nodes; u++) {
@@ -312,7 +312,11 @@ static int check_updates_early(const ck_graph *g) {
         for (int i = a + 1; i < u; i++)
             ck_assert_msg(g->nodes[i]->phase == CK_PHASE_UPDATE, "'%s' at %d could run at %d, after '%s'", n->name, u, a + 1,
                           g->nodes[a]->name);
-        ck_assert_int_eq(n->in[1]->live_last, u); /* the gradient is freed right after its update */
+        int last = u; /* the gradient is freed right after its update (unless read later) */
+        for (int i = u + 1; i < g->n_nodes; i++)
+            for (int k = 0; k < g->nodes[i]->n_in; k++)
+                if (g->nodes[i]->in[k] == n->in[1]) last = i;
+        ck_assert_int_eq(n->in[1]->live_last, last);
     }
     return nu;
 }
@@ -384,6 +388,86 @@ START_TEST(update_right_after_last_use) {
 }
 END_TEST
 
+/* A weight used twice, first through a view: y = relu(relu(relu(x W0) Identity(W)) W). Its
+ * gradient is the sum of both uses; the first use's dX = dh Identity(W)^T reads W's bytes through
+ * the view, and the update waits for it. */
+START_TEST(shared_weight_through_a_view) {
+    ck_graph *g = ck_graph_new();
+    int64_t xd[2] = {4, 8}, wd[2] = {8, 8};
+    ck_value *x = ck_graph_add_value(g, "x", CK_F32, 2, xd, CK_ROLE_INPUT);
+    ck_value *w0 = ck_graph_add_value(g, "W0", CK_F32, 2, wd, CK_ROLE_PARAM);
+    ck_value *w = ck_graph_add_value(g, "W", CK_F32, 2, wd, CK_ROLE_PARAM);
+    ck_value *h0 = add(g, CK_OP_MATMUL, "/fc0/MatMul", 2, (ck_value *[]){x, w0})->out[0];
+    ck_value *r0 = add(g, CK_OP_RELU, "/relu0/Relu", 1, &h0)->out[0];
+    ck_value *wv = add(g, CK_OP_IDENTITY, "/tied/Identity", 1, &w)->out[0];
+    ck_value *h = add(g, CK_OP_MATMUL, "/fc1/MatMul", 2, (ck_value *[]){r0, wv})->out[0];
+    ck_value *r = add(g, CK_OP_RELU, "/relu/Relu", 1, &h)->out[0];
+    ck_value *y = add(g, CK_OP_MATMUL, "/fc2/MatMul", 2, (ck_value *[]){r, w})->out[0];
+    ck_graph_set_inputs(g, 1, &x);
+    ck_graph_set_outputs(g, 1, &y);
+    ck_options o = train_opts;
+    o.loss = CK_LOSS_MSE;
+    ck_diag d = {0};
+    ck_assert_int_eq(ck_pass_loss(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_autodiff(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_optimizer(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_early_update(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_plan(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_graph_verify(g, &d), CK_OK);
+    ck_assert_int_eq(check_updates_early(g), 2); /* no read of W or its view after the update */
+    int last_read = -1, up = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        if (n->phase == CK_PHASE_UPDATE) up = n->in[0] == w ? i : up;
+        else
+            for (int k = 0; k < n->n_in; k++)
+                if (n->in[k] == w || n->in[k] == wv) last_read = i;
+    }
+    ck_assert_int_gt(last_read, 0);
+    ck_assert_int_gt(up, last_read);
+    ck_graph_free(g);
+    ck_diag_clear(&d);
+}
+END_TEST
+
+/* The rule itself, on a hand-made step: a backward node reading W through a view (Identity) after
+ * W's gradient is final must still run before W's update; a node reading the gradient alone
+ * does not hold the update back. */
+START_TEST(update_waits_for_view_readers) {
+    ck_graph *g = ck_graph_new();
+    int64_t wd[2] = {8, 8};
+    ck_value *x = ck_graph_add_value(g, "x", CK_F32, 2, wd, CK_ROLE_INPUT);
+    ck_value *w = ck_graph_add_value(g, "W", CK_F32, 2, wd, CK_ROLE_PARAM);
+    ck_value *h = add(g, CK_OP_MATMUL, "/fc/MatMul", 2, (ck_value *[]){x, w})->out[0];
+    ck_value *wv = add(g, CK_OP_IDENTITY, "/view/Identity", 1, &w)->out[0];
+    ck_value *l = add(g, CK_OP_REDUCE_MEAN, "/loss", 1, &h)->out[0];
+    ck_node *gw = add(g, CK_OP_NEG, "/fc/MatMul/grad", 1, &w); /* stands for the gradient rule */
+    gw->out[0]->role = CK_ROLE_GRAD;
+    ck_node *late = add(g, CK_OP_RELU, "/late/Relu", 1, &wv);         /* reads W's bytes, later */
+    ck_node *other = add(g, CK_OP_RELU, "/other/Relu", 1, &gw->out[0]); /* reads only the gradient */
+    gw->phase = late->phase = other->phase = CK_PHASE_BACKWARD;
+    ck_graph_set_inputs(g, 1, &x);
+    ck_graph_set_outputs(g, 1, &l);
+    g->loss = l;
+    g->n_train = 1;
+    g->train_params = ck_arena_alloc(g->arena, sizeof(ck_value *));
+    g->train_grads = ck_arena_alloc(g->arena, sizeof(ck_value *));
+    g->train_params[0] = w, g->train_grads[0] = gw->out[0];
+    ck_options o = train_opts;
+    o.optimizer = CK_OPT_SGD;
+    ck_diag d = {0};
+    ck_assert_int_eq(ck_pass_optimizer(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_early_update(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_plan(g, &o, &d), CK_OK);
+    ck_assert_int_eq(check_updates_early(g), 1);
+    ck_assert_ptr_eq(g->nodes[4], late);
+    ck_assert_int_eq(g->nodes[5]->phase, CK_PHASE_UPDATE); /* right after the view's reader */
+    ck_assert_ptr_eq(g->nodes[6], other);
+    ck_graph_free(g);
+    ck_diag_clear(&d);
+}
+END_TEST
+
 /* The samples under none, blocks (recompute clones reread the weights) and blocks --offload, with
  * AdamW (two state tensors overwritten in place): every update right after its anchor, nothing
  * reading old bytes after it, and the peak never above --update-at-end's; on the MLP (gradients
@@ -427,6 +511,8 @@ int main(void) {
     tcase_add_test(tc, samples_plans_are_sound);
     tcase_add_test(tc, lower_linear_and_gelu);
     tcase_add_test(tc, update_right_after_last_use);
+    tcase_add_test(tc, shared_weight_through_a_view);
+    tcase_add_test(tc, update_waits_for_view_readers);
     tcase_add_test(tc, early_updates_on_samples);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
