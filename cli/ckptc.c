@@ -70,6 +70,9 @@ static const char *usage_compile =
     "  --weight-decay X         default 0 for sgd/momentum, 1e-2 for adamw\n"
     "  --beta1 X, --beta2 X     AdamW betas (default 0.9, 0.999)\n"
     "  --eps X                  AdamW epsilon (default 1e-8)\n"
+    "  --update-at-end          run every parameter's update after the whole backward (default: each one\n"
+    "                           as soon as its gradient is final and the old weights are last read, which\n"
+    "                           frees the gradient there; same bits either way)\n"
     "checkpointing:\n"
     "  --checkpoint=POLICY      none (default), blocks (repeated module scopes such as /layers.N/),\n"
     "                           every:K (a segment every K cut points), sqrt (about sqrt(n) segments),\n"
@@ -372,6 +375,7 @@ static ck_status build_plan(const char *path, const ck_load_options *lo, const c
     if (!st && !o->infer) st = ck_pass_optimizer(g, o, d);
     if (!st && !o->infer) st = ck_pass_checkpoint(g, o, d);
     if (!st && !o->infer) st = ck_pass_data_parallel(g, o, d);
+    if (!st && !o->infer) st = ck_pass_early_update(g, o, d);
     if (!st) st = ck_graph_verify(g, d);
     if (!st) st = ck_codegen_check(g, o, d); /* reject what cannot run before any work */
     if (!st) st = ck_pass_plan(g, o, d);
@@ -459,6 +463,14 @@ static void print_plan(const ck_graph *g) {
                    g->nodes[i]->n_in, (long long)g->nodes[i]->ws_bytes, i, until,
                    i <= p->peak_step && p->peak_step <= until ? ", live at the peak" : "");
         }
+    int n_up = 0, first_up = -1, last_bwd = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i]->phase == CK_PHASE_UPDATE) n_up++, first_up = first_up < 0 ? i : first_up;
+        else if (g->nodes[i]->phase == CK_PHASE_BACKWARD) last_bwd = i;
+    }
+    if (n_up)
+        printf("updates: %d, the first at step %d; %s\n", n_up, first_up,
+               first_up < last_bwd ? "each right after its gradient is final" : "after the whole backward");
     if (g->n_nodes) {
         const ck_node *pn = g->nodes[p->peak_step];
         printf("peak at step %d of %d: '%s' (%s)\n", p->peak_step, g->n_nodes, pn->name, pn->recompute_of ? "recompute"
@@ -723,7 +735,7 @@ static bool parse_double(const char *s, double lo, double *out) {
 
 static int cmd_compile(int argc, char **argv) {
     enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE, O_OFFLOAD,
-           O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET, O_DP_OVERLAP };
+           O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET, O_DP_OVERLAP, O_UPDATE_AT_END };
     static const struct option opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
                                          {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
                                          {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
@@ -737,6 +749,7 @@ static int cmd_compile(int argc, char **argv) {
                                          {"bn-running-var", required_argument, 0, O_BN_VAR},
                                          {"data-parallel", no_argument, 0, O_DP}, {"dp-bucket", required_argument, 0, O_DP_BUCKET},
                                          {"dp-overlap", required_argument, 0, O_DP_OVERLAP},
+                                         {"update-at-end", no_argument, 0, O_UPDATE_AT_END},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ck_dim_binding dims[64];
     int n_dims = 0, c;
@@ -832,6 +845,7 @@ static int cmd_compile(int argc, char **argv) {
             else return user_error("--dp-overlap '%s': expected auto, on or off", optarg);
             dp_overlap_given = true;
             break;
+        case O_UPDATE_AT_END: o.update_at_end = true; break;
         case O_DP_BUCKET:
             if (!parse_size(optarg, &o.dp_bucket_bytes) || o.dp_bucket_bytes < 1024 || o.dp_bucket_bytes > (1ll << 30))
                 return user_error("--dp-bucket '%s': expected a size from 1KiB to 1GiB, e.g. 25MiB", optarg);
@@ -845,6 +859,7 @@ static int cmd_compile(int argc, char **argv) {
     if (o.infer && (o.checkpoint != CK_CKPT_NONE || o.offload)) return user_error("--checkpoint and --offload apply to training programs, not --infer");
     if (o.offload && o.checkpoint == CK_CKPT_NONE) return user_error("--offload moves the checkpoints of a --checkpoint policy to the host; choose one (e.g. --checkpoint=blocks)");
     if (o.infer && o.data_parallel) return user_error("--data-parallel applies to training programs, not --infer");
+    if (o.infer && o.update_at_end) return user_error("--update-at-end applies to training programs, not --infer");
     if (o.dp_bucket_bytes && !o.data_parallel) return user_error("--dp-bucket sizes the buckets of --data-parallel; add it");
     if (dp_overlap_given && !o.data_parallel) return user_error("--dp-overlap schedules the buckets of --data-parallel; add it");
     /* auto plans both schedules; under budget:SIZE (whose search is all full plans already) the

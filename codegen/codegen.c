@@ -320,12 +320,23 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
     bool train = g->loss != NULL;
     static const char *phase_fn[] = {"forward", "backward", "update"};
     ck_emit e = {.f = f, .g = g, .o = o, .d = d};
+    /* training: forward() is the forward nodes (a prefix: the loss is known when it returns),
+     * update() the updates after the last other node, backward() everything in between, the
+     * updates ck_pass_early_update moved included (with --update-at-end or --data-parallel
+     * every update is in update()) */
+    int nn = g->n_nodes, end[3] = {nn, nn, nn}, *train_ix = calloc((size_t)g->next_value_id + 1, sizeof *train_ix);
+    CK_ASSERT(train_ix);
+    for (int k = 0; k < g->n_train; k++) train_ix[g->train_params[k]->id] = k;
+    if (train) {
+        end[0] = 0;
+        while (end[0] < nn && g->nodes[end[0]]->phase == CK_PHASE_FORWARD) end[0]++;
+        while (end[1] > end[0] && g->nodes[end[1] - 1]->phase == CK_PHASE_UPDATE) end[1]--;
+    }
     for (int ph = 0; ph < (train ? 3 : 1); ph++) {
         fprintf(f, "static int %s(ckrt_ctx *c) {\n    unsigned char *A = c->arena;\n", train ? phase_fn[ph] : "step");
         fprintf(f, "    unsigned char *H = c->host;\n    (void)A, (void)H;\n");
-        for (int i = 0; i < g->n_nodes; i++) {
+        for (int i = ph ? end[ph - 1] : 0; i < end[ph]; i++) {
             const ck_node *n = g->nodes[i];
-            if (train && (int)n->phase != ph) continue;
             char sh[CK_SHAPE_STR_MAX];
             fprintf(f, "\n    /* %d: ", i);
             c_comment_text(f, n->name);
@@ -344,8 +355,14 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
             fprintf(f, " */\n    CKRT_NODE(c, ");
             c_string(f, n->name);
             fprintf(f, ");\n");
+            if (n->phase == CK_PHASE_UPDATE) /* --dump-grads: the gradient is final, its update comes next */
+                fprintf(f, "    CKRT_GRAD_READY(c, %d, A + %lld, %lld);\n", train_ix[n->in[0]->id], (long long)n->in[1]->offset,
+                        (long long)ck_value_bytes(n->in[1]));
             ck_status st = emitters[n->op](&e, n);
-            if (st) return st;
+            if (st) {
+                free(train_ix);
+                return st;
+            }
             if (train && ph == CK_PHASE_FORWARD) /* to name the first NaN when a loss goes non-finite */
                 for (int k = 0; k < n->n_out; k++)
                     if (n->out[k] && n->out[k]->dtype == CK_F32)
@@ -354,6 +371,7 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
         }
         fprintf(f, "    return CKRT_OK;\n}\n\n");
     }
+    free(train_ix);
     emit_io_table(f, g, "inputs", g->n_inputs, g->inputs);
     emit_io_table(f, g, "outputs", g->n_outputs, g->outputs);
     int n_state = 0;
@@ -402,7 +420,8 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
         c_string(f, rep ? rep : "");
         fprintf(f, ",\n");
         free(rep);
-        /* the planned live memory per step, for --timeline: phase starts and segment starts marked */
+        /* the planned live memory per step, for --timeline: phase starts (the backward's first
+         * node, the first update) and segment starts marked */
         int fb = g->n_nodes, fu = g->n_nodes;
         for (int i = g->n_nodes - 1; i >= 0; i--) {
             if (g->nodes[i]->phase != CK_PHASE_FORWARD) fb = i;

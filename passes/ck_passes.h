@@ -4,8 +4,8 @@
  * after the previous one, and leaves a graph the verifier accepts. The pipeline is
  * ck_compile() in cli/ckptc.c: one straight-line function a reader sees whole.
  *
- * Passes: lower -> loss -> autodiff -> optimizer (training) -> plan (liveness over the scheduled order +
- * static offsets in one arena). The checkpoint/offload passes come next.
+ * Passes: lower -> loss -> autodiff -> optimizer -> checkpoint (recompute, offload) -> data_parallel
+ * -> early_update (training) -> plan (liveness over the scheduled order + static offsets in one arena).
  */
 #ifndef CK_PASSES_H
 #define CK_PASSES_H
@@ -47,6 +47,7 @@ typedef struct ck_options {
     int64_t dp_bucket_bytes;      /* --dp-bucket SIZE; 0: 25 MiB */
     int dp_overlap;               /* buckets start as soon as their gradients are final (1), or all
                                    * after the backward (0); --dp-overlap=auto tries both (cli) */
+    bool update_at_end;           /* --update-at-end: every update after the whole backward (no early updates) */
 } ck_options;
 
 /* PyTorch's defaults (torch.optim.SGD / AdamW) */
@@ -72,6 +73,12 @@ ck_status ck_pass_autodiff(ck_graph *g, const ck_options *o, ck_diag *d);
 /* One update node per trainable parameter, in place, after the whole backward; optimizer
  * state (momentum, Adam moments) are zero-initialized OPT_STATE values. */
 ck_status ck_pass_optimizer(ck_graph *g, const ck_options *o, ck_diag *d);
+
+/* Moves each update node to the earliest legal step: after its gradient's producer, after every
+ * reader of the parameter's and its state's old bytes (views included), after the forward. Its
+ * gradient is then freed there. Not with --update-at-end or --data-parallel (the all-reduce of
+ * every gradient comes before the updates). */
+ck_status ck_pass_early_update(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* --data-parallel: a ckptc.GradAllReduce node between the backward and the update, averaging
  * every gradient over the ranks in place; its workspace is the communication staging. */

@@ -1,4 +1,4 @@
-/* optimizer.c — one in-place update node per trainable parameter, run after the whole backward.
+/* optimizer.c — one in-place update node per trainable parameter, and where each one runs.
  *
  * sgd:      p -= lr * (g + wd p)
  * momentum: b = mu b + (g + wd p); p -= lr b               (torch.optim.SGD, dampening 0)
@@ -6,10 +6,20 @@
  *           p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)   (torch.optim.AdamW)
  * The update ops' outputs overwrite their parameter and state in place (the planner aliases
  * them); the state values are zero-initialized by the runtime and counted as optimizer state.
+ *
+ * ck_pass_optimizer appends the updates after the whole backward; ck_pass_early_update (run once
+ * checkpointing has placed its recompute and offload nodes) moves each one to the earliest step
+ * where it is legal, so that its gradient dies there instead of at the end of the step. Legal:
+ * after the node producing each of its inputs (the gradient is final), after every other node
+ * reading a value it overwrites (the parameter and its optimizer state, or a view sharing their
+ * bytes: dX = dY W, a recompute clone rerunning the forward, each use of a shared weight), and
+ * after the whole forward, so that a step whose loss is not finite updates nothing. Each update
+ * reads and writes only its own parameter's values, so the order changes no bit.
  */
 #include "ck_passes.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static ck_value *state(ck_graph *g, const ck_value *p, const char *what) {
     char name[1100];
@@ -43,4 +53,61 @@ ck_status ck_pass_optimizer(ck_graph *g, const ck_options *o, ck_diag *d) {
         n->out[0]->name = p->name;
     }
     return CK_OK;
+}
+
+ck_status ck_pass_early_update(ck_graph *g, const ck_options *o, ck_diag *d) {
+    /* --data-parallel: the all-reduce of every gradient comes first (data_parallel.c) */
+    if (o->infer || o->update_at_end || o->data_parallel || !g->loss) return CK_OK;
+    int nn = g->n_nodes, nid = g->next_value_id, last_fwd = -1;
+    int *slot = calloc((size_t)nid + 1, sizeof *slot); /* value id -> 1 + the update overwriting its bytes */
+    int *pos = malloc(sizeof(int) * (size_t)(g->next_node_id + 1)), *need = malloc(sizeof(int) * (size_t)(nn + 1));
+    int *start = calloc((size_t)nn + 2, sizeof *start);
+    ck_node **out = malloc(sizeof *out * (size_t)(nn + 1));
+    CK_ASSERT(slot && pos && need && start && out);
+    for (int i = 0; i < nn; i++) {
+        ck_node *n = g->nodes[i];
+        pos[n->id] = i;
+        if (n->phase == CK_PHASE_FORWARD) last_fwd = i;
+        for (int k = 0; n->phase == CK_PHASE_UPDATE && k < n->n_out; k++) {
+            int src = ck_node_inplace_input(n, k);
+            if (src >= 0 && n->in[src]) slot[n->in[src]->id] = i + 1;
+        }
+    }
+    for (int i = 0; i < nn; i++) { /* views share their input's bytes: reading one reads the parameter */
+        ck_node *n = g->nodes[i];
+        if (ck_node_is_view(n, o) && n->in[0] && slot[n->in[0]->id]) slot[n->out[0]->id] = slot[n->in[0]->id];
+    }
+    for (int i = 0; i < nn; i++) need[i] = last_fwd;
+    for (int i = 0; i < nn; i++) {
+        ck_node *n = g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            ck_value *v = n->in[k];
+            if (!v) continue;
+            if (n->phase == CK_PHASE_UPDATE) { /* after its inputs' producers */
+                if (v->producer && pos[v->producer->id] > need[i]) need[i] = pos[v->producer->id];
+            } else if (slot[v->id] && need[slot[v->id] - 1] < i) { /* after the old value's readers */
+                need[slot[v->id] - 1] = i;
+            }
+        }
+    }
+    /* each update right after the node it waits for, ties in parameter order (a counting sort) */
+    for (int i = 0; i < nn; i++)
+        if (g->nodes[i]->phase == CK_PHASE_UPDATE) {
+            CK_ASSERT(need[i] >= 0 && g->nodes[need[i]]->phase != CK_PHASE_UPDATE);
+            start[need[i] + 1]++;
+        }
+    for (int i = 0; i < nn; i++) start[i + 1] += start[i];
+    int *at = malloc(sizeof(int) * (size_t)(start[nn] + 1)), no = 0;
+    CK_ASSERT(at);
+    for (int i = 0; i < nn; i++)
+        if (g->nodes[i]->phase == CK_PHASE_UPDATE) at[start[need[i]]++] = i; /* start[j]: now the end of j's updates */
+    for (int i = 0, q = 0; i < nn; i++) {
+        if (g->nodes[i]->phase == CK_PHASE_UPDATE) continue;
+        out[no++] = g->nodes[i];
+        for (; q < start[i]; q++) out[no++] = g->nodes[at[q]];
+    }
+    CK_ASSERT(no == nn);
+    ck_graph_set_nodes(g, nn, out);
+    free(slot), free(pos), free(need), free(start), free(out), free(at);
+    return ck_graph_verify(g, d);
 }

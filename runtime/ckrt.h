@@ -17,8 +17,9 @@
  *
  * ckrt_main parses the command line, allocates the arena once (the size the compiler planned),
  * loads weights.bin into its static region (magic, version, layout and checksum verified),
- * reads or fills the inputs, runs the step (inference) or N training steps (forward, backward,
- * update; the loss printed each step), measures the arena's high-water mark and writes outputs,
+ * reads or fills the inputs, runs the step (inference) or N training steps (forward, the loss
+ * checked, then backward with each parameter's update as soon as its gradient is final; the loss
+ * printed each step), measures the arena's high-water mark and writes outputs,
  * gradients, parameters and the report.
  *
  * Rules: the library never exits the process and never prints on its own except from
@@ -76,6 +77,7 @@ typedef struct ckrt_ctx {
     const char *node;              /* the node being run, named in kernel errors */
     int check_finite;              /* set: the generated code checks every float output */
     struct ckrt_dp *dp;            /* data-parallel runs: ranks, communicator, timers (dp.c); NULL otherwise */
+    void **grad_dump;              /* --dump-grads, on the last step: host buffer per trainable parameter; else NULL */
     int code;
     char msg[1024];
 } ckrt_ctx;
@@ -85,6 +87,16 @@ int ckrt_check_finite(ckrt_ctx *c, const float *x, int64_t n);
 #define CKRT_CHECK_FINITE(c, x, n)                                        \
     do {                                                                 \
         if ((c)->check_finite) CKRT_TRY(ckrt_check_finite((c), (x), (n))); \
+    } while (0)
+
+/* --dump-grads: the generated code calls this right before parameter k's update, when its
+ * gradient g (bytes long, in the arena) is final; when c->grad_dump is set (the step being
+ * dumped) g is copied to c->grad_dump[k] (host memory outside the planned arena; a device to host
+ * copy on a device backend, complete after the backend's synchronize). Otherwise one branch. */
+int ckrt_grad_ready(ckrt_ctx *c, int k, const void *g, int64_t bytes);
+#define CKRT_GRAD_READY(c, k, g, bytes)                                              \
+    do {                                                                            \
+        if ((c)->grad_dump) CKRT_TRY(ckrt_grad_ready((c), (k), (g), (bytes)));       \
     } while (0)
 
 /* Records an error (message prefixed with the current node when there is one); returns code. */
@@ -184,7 +196,9 @@ typedef struct ckrt_program {
     int64_t planned_bytes[CKRT_MEM_COUNT];
     int n_inputs, n_outputs;
     const ckrt_io *inputs, *outputs;
-    /* inference: step; training: forward, backward (gradients), update (optimizer) */
+    /* inference: step; training: forward (through the loss), backward (gradients, with the
+     * updates ckptc scheduled as soon as their gradient is final), update (the updates after the
+     * last backward node: all of them with ckptc --update-at-end or --data-parallel) */
     int (*step)(ckrt_ctx *c);
     int (*forward)(ckrt_ctx *c), (*backward)(ckrt_ctx *c), (*update)(ckrt_ctx *c);
     int64_t loss_offset;           /* training: the float32 scalar loss */

@@ -9,9 +9,13 @@
  * kernel writing outside the plan. Files (outputs, gradients, parameters, weights, report) are
  * written through temporary names renamed into place: a failure never leaves half a file.
  *
- * Training: each step runs forward and backward; the loss is checked (a non-finite loss reruns
- * the forward with every output checked, to name the first node that produced a NaN/Inf, unless
- * --allow-nonfinite); on the last step the gradients are dumped before the update runs.
+ * Training: each step runs the forward, checks the loss (a non-finite loss reruns the forward
+ * with every output checked, to name the first node that produced a NaN/Inf, unless
+ * --allow-nonfinite), then the backward, which updates each parameter as soon as its gradient is
+ * final (ckptc's early updates), then the updates left for the end. The check comes before any
+ * update, so a step with a non-finite loss changes no parameter. --dump-grads: on the last step
+ * each gradient is copied to a host buffer (outside the planned arena) right before its update
+ * (ckrt_grad_ready), and written with the other files after the run.
  */
 #include "ckrt.h"
 #include "ckrt_dp.h"
@@ -50,7 +54,7 @@ static const char *usage_train =
     "  --steps N              training steps on the same batch (default 1)\n"
     "  --input NAME=FILE.npy  feed input NAME (dtype and shape must match exactly)\n"
     "  --seed S               seed for inputs not given and for dropout (default 0)\n"
-    "  --dump-grads DIR       gradients of the last step, before its update: DIR/PARAM.npy\n"
+    "  --dump-grads DIR       gradients of the last step, each as its update reads it: DIR/PARAM.npy\n"
     "  --dump-params DIR      parameters and buffers after training: DIR/NAME.npy\n"
     "  --report FILE.json     losses, planned and measured peak memory, timings\n"
     "  --save-weights FILE    write the trained weights (loadable with --weights)\n"
@@ -78,6 +82,7 @@ typedef struct run {
     int64_t measured;
     int from_file[64];
     ckrt_dp *dp;                   /* data-parallel programs (ckptc --data-parallel); NULL otherwise */
+    unsigned char *grad_block;     /* --dump-grads: the host copies of the last step's gradients */
 } run;
 
 static bool training(const run *r) { return r->p->forward != NULL; }
@@ -268,6 +273,8 @@ static int ensure_dir(ckrt_ctx *c, const char *dir) {
     return CKRT_OK;
 }
 
+/* Parameters and buffers from the arena, or (grads) the trainable parameters' gradients from the
+ * --dump-grads buffers. */
 static int write_npys(run *r, const char *dir, bool grads) {
     const ckrt_program *p = r->p;
     CKRT_TRY(ensure_dir(&r->c, dir));
@@ -276,9 +283,43 @@ static int write_npys(run *r, const char *dir, bool grads) {
         if (grads && s->grad_offset < 0) continue;
         char path[4200];
         snprintf(path, sizeof path, "%s/%s.npy", dir, s->file);
-        CKRT_TRY(ckrt_npy_write(&r->c, path, s->dtype, s->rank, s->dims, r->c.arena + (grads ? s->grad_offset : s->offset)));
+        CKRT_TRY(ckrt_npy_write(&r->c, path, s->dtype, s->rank, s->dims, grads ? r->c.grad_dump[i] : r->c.arena + s->offset));
     }
     return CKRT_OK;
+}
+
+int ckrt_grad_ready(ckrt_ctx *c, int k, const void *g, int64_t bytes) {
+    return c->be->copy_to_host(c, c->grad_dump[k], g, bytes, 1);
+}
+
+/* --dump-grads: one host block for every trainable parameter's gradient (debug memory, not in
+ * the plan); c->grad_dump set makes the last step's updates copy their gradients there. */
+static int alloc_grad_dump(run *r) {
+    const ckrt_program *p = r->p;
+    int64_t total = 0;
+    for (int i = 0; i < p->n_state; i++)
+        if (p->state[i].grad_offset >= 0) total += numel(p->state[i].rank, p->state[i].dims) * (int64_t)ckrt_dtype_size(p->state[i].dtype);
+    void **slot = calloc((size_t)p->n_state + 1, sizeof *slot);
+    unsigned char *block = calloc((size_t)total + 1, 1);
+    if (!slot || !block) {
+        free(slot), free(block);
+        return ckrt_fail(&r->c, CKRT_ERR_NOMEM, "--dump-grads: cannot allocate %lld bytes of host memory for the gradients",
+                         (long long)total);
+    }
+    r->grad_block = block;
+    for (int64_t i = 0, at = 0; i < p->n_state; i++)
+        if (p->state[i].grad_offset >= 0) {
+            slot[i] = block + at;
+            at += (numel(p->state[i].rank, p->state[i].dims) * (int64_t)ckrt_dtype_size(p->state[i].dtype));
+        }
+    r->c.grad_dump = slot;
+    return CKRT_OK;
+}
+
+static void free_grad_dump(run *r) {
+    free(r->grad_block);
+    free(r->c.grad_dump);
+    r->grad_block = NULL, r->c.grad_dump = NULL;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -511,13 +552,12 @@ static int host_view(ckrt_ctx *c, int64_t offset, int64_t bytes) {
     return c->be->to_host ? c->be->to_host(c, offset, bytes) : CKRT_OK;
 }
 
-/* Forward, backward and the loss check of one step. */
+/* Forward, the loss check, then the backward (with the early updates) of one step. */
 static int train_local(run *r, int64_t s) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
     c->step = s + 1;
     CKRT_TRY(p->forward(c));
-    CKRT_TRY(p->backward(c));
     CKRT_TRY(c->be->synchronize(c));
     c->node = NULL;
     float loss;
@@ -525,7 +565,7 @@ static int train_local(run *r, int64_t s) {
     memcpy(&loss, c->arena + p->loss_offset, sizeof loss);
     r->losses[s] = loss;
     if (!isfinite(loss) && !r->allow_nonfinite) {
-        /* rerun the forward (parameters are not updated yet) checking every output */
+        /* rerun the forward (no parameter is updated before the backward) checking every output */
         c->check_finite = 1;
         int rc = p->forward(c);
         c->check_finite = 0;
@@ -538,19 +578,20 @@ static int train_local(run *r, int64_t s) {
         return ckrt_fail(c, CKRT_ERR_DATA, "step %lld: the loss is %g but no forward tensor is non-finite on a rerun", (long long)(s + 1),
                          (double)loss);
     }
-    return CKRT_OK;
+    CKRT_TRY(p->backward(c));
+    return c->be->synchronize(c);
 }
 
-/* One training step; dumps gradients before the last update when asked. Data parallel: the
- * backward's all-reduce node averaged the gradients once every rank got there; a rank that failed
- * makes the one agreement call the others are waiting in, so all stop at the same point; the
- * loss becomes the ranks' mean; buffers and replica checks follow the update (dp.c). */
+/* One training step; on the last one, --dump-grads copies each gradient as its update reads it
+ * (the files are written after the run). Data parallel: the backward's all-reduce node averaged
+ * the gradients once every rank got there; a rank that failed makes the one agreement call the
+ * others are waiting in, so all stop at the same point; the loss becomes the ranks' mean; the
+ * updates (all after the all-reduce), buffers and replica checks follow (dp.c). */
 static int train_step(run *r, int64_t s) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
-    int rc = train_local(r, s);
-    if (!rc && s + 1 == r->steps && r->grads_dir) rc = host_view(c, 0, -1);
-    if (!rc && s + 1 == r->steps && r->grads_dir && ckrt_dp_writes(r->dp)) rc = write_npys(r, r->grads_dir, true);
+    int rc = s + 1 == r->steps && r->grads_dir && ckrt_dp_writes(r->dp) ? alloc_grad_dump(r) : CKRT_OK;
+    if (!rc) rc = train_local(r, s);
     if (r->dp && !ckrt_dp_agreed(r->dp)) rc = ckrt_dp_after_backward(r->dp, c, rc, &r->losses[s]);
     if (rc) return rc;
     CKRT_TRY(p->update(c));
@@ -725,7 +766,7 @@ static int run_program(run *r, int argc, char **argv) {
         bool steps_ok = rc == CKRT_OK;
         if (!rc) rc = host_view(c, 0, -1); /* outputs, parameters, weights */
         if (!ckrt_dp_writes(r->dp)) /* data parallel: rank 0 writes every file */
-            r->dump_dir = r->params_dir = r->save_weights = r->report = r->timeline = NULL;
+            r->dump_dir = r->params_dir = r->save_weights = r->report = r->timeline = r->grads_dir = NULL;
         if (!rc && r->dump_dir) rc = ensure_dir(c, r->dump_dir);
         for (int i = 0; !rc && r->dump_dir && i < p->n_outputs; i++) {
             const ckrt_io *io = &p->outputs[i];
@@ -733,6 +774,7 @@ static int run_program(run *r, int argc, char **argv) {
             snprintf(path, sizeof path, "%s/%s.npy", r->dump_dir, io->file);
             rc = ckrt_npy_write(c, path, io->dtype, io->rank, io->dims, c->arena + io->offset);
         }
+        if (!rc && r->grads_dir) rc = write_npys(r, r->grads_dir, true);
         if (!rc && r->params_dir) rc = write_npys(r, r->params_dir, false);
         if (!rc && r->save_weights) rc = save_weights(r);
         if (!rc && r->report) rc = write_report(r);
@@ -746,6 +788,7 @@ static int run_program(run *r, int argc, char **argv) {
             printf("%s: %lld step%s; planned peak %lld bytes, measured %lld bytes\n", p->name, (long long)r->steps,
                    r->steps == 1 ? "" : "s", (long long)p->arena_bytes, (long long)r->measured);
     }
+    free_grad_dump(r);
     c->be->arena_free(c, c->arena);
     c->arena = NULL;
     if (c->host) c->be->host_free(c, c->host);

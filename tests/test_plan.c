@@ -1,7 +1,9 @@
 /* test_plan.c — the memory planner on hand-made graphs whose optimal peak is known, plus a
  * property check on every sample: no two buffers that are live at the same step overlap in the
  * arena, every offset is 64-byte aligned, views share their root's bytes, and the plan is never
- * below the lower bound (max live bytes at any step).
+ * below the lower bound (max live bytes at any step). Early updates (optimizer.c): on a small
+ * graph each update lands right after what it waits for and its gradient dies there; on the
+ * samples, under every policy, no node reads a parameter after its update and the peak never rises.
  */
 #include "ck_frontend.h"
 #include "ck_passes.h"
@@ -262,6 +264,242 @@ START_TEST(lower_linear_and_gelu) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- early updates */
+
+static const ck_options train_opts = CK_OPTIONS_DEFAULT;
+
+/* Where update node u must come: after its inputs' producers, after every other node reading the
+ * bytes it overwrites (after the plan: values whose root is the root of one of those inputs),
+ * after the forward. Returns that step; fails if a reader of the old bytes runs after u. */
+static int update_anchor(const ck_graph *g, int u) {
+    const ck_node *n = g->nodes[u];
+    int anchor = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->phase == CK_PHASE_FORWARD) anchor = i;
+    for (int k = 0; k < n->n_in; k++) {
+        const ck_value *v = n->in[k];
+        for (int i = 0; v->producer && i < g->n_nodes; i++)
+            if (g->nodes[i] == v->producer && i > anchor) anchor = i;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *m = g->nodes[i];
+        if (m->phase == CK_PHASE_UPDATE) continue;
+        for (int q = 0; q < m->n_in; q++)
+            for (int k = 0; k < n->n_out; k++) {
+                int src = ck_node_inplace_input(n, k);
+                if (src < 0 || !m->in[q]) continue;
+                const ck_value *r = m->in[q], *w = n->in[src];
+                while (r->alias) r = r->alias;
+                while (w->alias) w = w->alias;
+                if (r != w) continue;
+                ck_assert_msg(i < u, "'%s' reads '%s' at step %d, after its update at %d", m->name, w->name, i, u);
+                if (i > anchor) anchor = i;
+            }
+    }
+    return anchor;
+}
+
+/* Every update sits right after its anchor (only other updates in between), its gradient's
+ * lifetime ends at the update (or its last other reader); returns the number of updates. */
+static int check_updates_early(const ck_graph *g) {
+    int nu = 0;
+    for (int u = 0; u < g->n_nodes; u++) {
+        const ck_node *n = g->nodes[u];
+        if (n->phase != CK_PHASE_UPDATE) continue;
+        nu++;
+        int a = update_anchor(g, u);
+        ck_assert_int_lt(a, u);
+        for (int i = a + 1; i < u; i++)
+            ck_assert_msg(g->nodes[i]->phase == CK_PHASE_UPDATE, "'%s' at %d could run at %d, after '%s'", n->name, u, a + 1,
+                          g->nodes[a]->name);
+        int last = u; /* the gradient is freed right after its update (unless read later) */
+        for (int i = u + 1; i < g->n_nodes; i++)
+            for (int k = 0; k < g->nodes[i]->n_in; k++)
+                if (g->nodes[i]->in[k] == n->in[1]) last = i;
+        ck_assert_int_eq(n->in[1]->live_last, last);
+    }
+    return nu;
+}
+
+static ck_graph *build_train(const char *path, const ck_load_options *lo, const ck_options *o) {
+    ck_diag d = {0};
+    ck_graph *g = NULL;
+    ck_assert_int_eq(ck_frontend_load(path, lo, &g, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_lower(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_loss(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_autodiff(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_optimizer(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_checkpoint(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_early_update(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_plan(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_graph_verify(g, &d), CK_OK);
+    ck_diag_clear(&d);
+    return g;
+}
+
+/* y = relu(x W1) W2, loss = mse(y, target): W2's gradient is final early in the backward, but
+ * dh = dy W2^T still reads W2, so W2's update goes right after the later of the two; W1's after
+ * its gradient, the last backward node. Both gradients die at their update; with the updates at
+ * the end the gradients of W2 would live to the end. */
+START_TEST(update_right_after_last_use) {
+    ck_graph *g = ck_graph_new();
+    int64_t xd[2] = {4, 8}, w1d[2] = {8, 16}, w2d[2] = {16, 3};
+    ck_value *x = ck_graph_add_value(g, "x", CK_F32, 2, xd, CK_ROLE_INPUT);
+    ck_value *w1 = ck_graph_add_value(g, "W1", CK_F32, 2, w1d, CK_ROLE_PARAM);
+    ck_value *w2 = ck_graph_add_value(g, "W2", CK_F32, 2, w2d, CK_ROLE_PARAM);
+    ck_value *h = add(g, CK_OP_MATMUL, "/fc1/MatMul", 2, (ck_value *[]){x, w1})->out[0];
+    ck_value *r = add(g, CK_OP_RELU, "/relu/Relu", 1, &h)->out[0];
+    ck_value *y = add(g, CK_OP_MATMUL, "/fc2/MatMul", 2, (ck_value *[]){r, w2})->out[0];
+    ck_graph_set_inputs(g, 1, &x);
+    ck_graph_set_outputs(g, 1, &y);
+    ck_options o = train_opts;
+    o.loss = CK_LOSS_MSE;
+    o.optimizer = CK_OPT_SGD;
+    ck_diag d = {0};
+    ck_assert_int_eq(ck_pass_loss(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_autodiff(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_optimizer(g, &o, &d), CK_OK);
+    ck_assert_int_eq(g->n_train, 2);
+    ck_assert_int_eq(ck_pass_early_update(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_plan(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_graph_verify(g, &d), CK_OK);
+    ck_assert_int_eq(check_updates_early(g), 2);
+    int up[2] = {-1, -1}, dw2 = -1, reads_w2 = -1, nn = g->n_nodes;
+    for (int i = 0; i < nn; i++) {
+        const ck_node *n = g->nodes[i];
+        if (n->phase == CK_PHASE_UPDATE) up[n->in[0] == w2] = i;
+        if (n->phase == CK_PHASE_BACKWARD) {
+            for (int k = 0; k < n->n_out; k++)
+                if (n->out[k] == g->train_grads[g->train_params[0] == w2 ? 0 : 1]) dw2 = i;
+            for (int k = 0; k < n->n_in; k++)
+                if (n->in[k] == w2) reads_w2 = i;
+        }
+    }
+    ck_assert_int_ge(dw2, 0);
+    ck_assert_int_ge(reads_w2, 0); /* dh = dy W2^T */
+    ck_assert_int_eq(up[1], (dw2 > reads_w2 ? dw2 : reads_w2) + 1);
+    ck_assert_int_eq(up[0], nn - 1);   /* W1's gradient is the last thing the backward makes */
+    ck_assert_int_lt(up[1], nn - 2);   /* W2's update moved before more backward work */
+    ck_assert_int_eq(ck_pass_early_update(g, &o, &d), CK_OK); /* idempotent */
+    ck_assert_int_eq(ck_pass_plan(g, &o, &d), CK_OK);
+    ck_assert_int_eq(check_updates_early(g), 2);
+    ck_graph_free(g);
+    ck_diag_clear(&d);
+}
+END_TEST
+
+/* A weight used twice, first through a view: y = relu(relu(relu(x W0) Identity(W)) W). Its
+ * gradient is the sum of both uses; the first use's dX = dh Identity(W)^T reads W's bytes through
+ * the view, and the update waits for it. */
+START_TEST(shared_weight_through_a_view) {
+    ck_graph *g = ck_graph_new();
+    int64_t xd[2] = {4, 8}, wd[2] = {8, 8};
+    ck_value *x = ck_graph_add_value(g, "x", CK_F32, 2, xd, CK_ROLE_INPUT);
+    ck_value *w0 = ck_graph_add_value(g, "W0", CK_F32, 2, wd, CK_ROLE_PARAM);
+    ck_value *w = ck_graph_add_value(g, "W", CK_F32, 2, wd, CK_ROLE_PARAM);
+    ck_value *h0 = add(g, CK_OP_MATMUL, "/fc0/MatMul", 2, (ck_value *[]){x, w0})->out[0];
+    ck_value *r0 = add(g, CK_OP_RELU, "/relu0/Relu", 1, &h0)->out[0];
+    ck_value *wv = add(g, CK_OP_IDENTITY, "/tied/Identity", 1, &w)->out[0];
+    ck_value *h = add(g, CK_OP_MATMUL, "/fc1/MatMul", 2, (ck_value *[]){r0, wv})->out[0];
+    ck_value *r = add(g, CK_OP_RELU, "/relu/Relu", 1, &h)->out[0];
+    ck_value *y = add(g, CK_OP_MATMUL, "/fc2/MatMul", 2, (ck_value *[]){r, w})->out[0];
+    ck_graph_set_inputs(g, 1, &x);
+    ck_graph_set_outputs(g, 1, &y);
+    ck_options o = train_opts;
+    o.loss = CK_LOSS_MSE;
+    ck_diag d = {0};
+    ck_assert_int_eq(ck_pass_loss(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_autodiff(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_optimizer(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_early_update(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_plan(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_graph_verify(g, &d), CK_OK);
+    ck_assert_int_eq(check_updates_early(g), 2); /* no read of W or its view after the update */
+    int last_read = -1, up = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        if (n->phase == CK_PHASE_UPDATE) up = n->in[0] == w ? i : up;
+        else
+            for (int k = 0; k < n->n_in; k++)
+                if (n->in[k] == w || n->in[k] == wv) last_read = i;
+    }
+    ck_assert_int_gt(last_read, 0);
+    ck_assert_int_gt(up, last_read);
+    ck_graph_free(g);
+    ck_diag_clear(&d);
+}
+END_TEST
+
+/* The rule itself, on a hand-made step: a backward node reading W through a view (Identity) after
+ * W's gradient is final must still run before W's update; a node reading the gradient alone
+ * does not hold the update back. */
+START_TEST(update_waits_for_view_readers) {
+    ck_graph *g = ck_graph_new();
+    int64_t wd[2] = {8, 8};
+    ck_value *x = ck_graph_add_value(g, "x", CK_F32, 2, wd, CK_ROLE_INPUT);
+    ck_value *w = ck_graph_add_value(g, "W", CK_F32, 2, wd, CK_ROLE_PARAM);
+    ck_value *h = add(g, CK_OP_MATMUL, "/fc/MatMul", 2, (ck_value *[]){x, w})->out[0];
+    ck_value *wv = add(g, CK_OP_IDENTITY, "/view/Identity", 1, &w)->out[0];
+    ck_value *l = add(g, CK_OP_REDUCE_MEAN, "/loss", 1, &h)->out[0];
+    ck_node *gw = add(g, CK_OP_NEG, "/fc/MatMul/grad", 1, &w); /* stands for the gradient rule */
+    gw->out[0]->role = CK_ROLE_GRAD;
+    ck_node *late = add(g, CK_OP_RELU, "/late/Relu", 1, &wv);         /* reads W's bytes, later */
+    ck_node *other = add(g, CK_OP_RELU, "/other/Relu", 1, &gw->out[0]); /* reads only the gradient */
+    gw->phase = late->phase = other->phase = CK_PHASE_BACKWARD;
+    ck_graph_set_inputs(g, 1, &x);
+    ck_graph_set_outputs(g, 1, &l);
+    g->loss = l;
+    g->n_train = 1;
+    g->train_params = ck_arena_alloc(g->arena, sizeof(ck_value *));
+    g->train_grads = ck_arena_alloc(g->arena, sizeof(ck_value *));
+    g->train_params[0] = w, g->train_grads[0] = gw->out[0];
+    ck_options o = train_opts;
+    o.optimizer = CK_OPT_SGD;
+    ck_diag d = {0};
+    ck_assert_int_eq(ck_pass_optimizer(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_early_update(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_plan(g, &o, &d), CK_OK);
+    ck_assert_int_eq(check_updates_early(g), 1);
+    ck_assert_ptr_eq(g->nodes[4], late);
+    ck_assert_int_eq(g->nodes[5]->phase, CK_PHASE_UPDATE); /* right after the view's reader */
+    ck_assert_ptr_eq(g->nodes[6], other);
+    ck_graph_free(g);
+    ck_diag_clear(&d);
+}
+END_TEST
+
+/* The samples under none, blocks (recompute clones reread the weights) and blocks --offload, with
+ * AdamW (two state tensors overwritten in place): every update right after its anchor, nothing
+ * reading old bytes after it, and the peak never above --update-at-end's; on the MLP (gradients
+ * hold its peak) it drops. */
+START_TEST(early_updates_on_samples) {
+    static const char *files[] = {"mlp.onnx", "gpt.onnx", "bert.onnx", "resnet.onnx"};
+    ck_dim_binding bind = {"batch", 8};
+    for (int i = 0; i < 4; i++)
+        for (int pol = 0; pol < 3; pol++) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", CK_SAMPLES, files[i]);
+            ck_load_options lo = {.dims = &bind, .n_dims = i == 0};
+            ck_options o = train_opts;
+            o.checkpoint = pol ? CK_CKPT_BLOCKS : CK_CKPT_NONE;
+            o.offload = pol == 2;
+            ck_graph *g = build_train(path, &lo, &o);
+            o.update_at_end = true;
+            ck_graph *late = build_train(path, &lo, &o);
+            ck_assert_int_eq(check_updates_early(g), g->n_train);
+            if (!o.offload) ck_assert_int_gt(check_no_overlap(g), 0); /* (it does not know host buffers) */
+            ck_assert_int_le(g->plan.arena_bytes, late->plan.arena_bytes);
+            ck_assert_int_le(g->plan.bytes[CK_MEM_GRADS], late->plan.bytes[CK_MEM_GRADS]);
+            if (i == 0) ck_assert_int_lt(g->plan.arena_bytes, late->plan.arena_bytes);
+            printf("  %-12s %-15s peak %8lld (updates at the end: %8lld), grads at the peak %7lld (%7lld)\n", files[i],
+                   pol == 0 ? "none" : pol == 1 ? "blocks" : "blocks+offload", (long long)g->plan.arena_bytes,
+                   (long long)late->plan.arena_bytes, (long long)g->plan.bytes[CK_MEM_GRADS], (long long)late->plan.bytes[CK_MEM_GRADS]);
+            ck_graph_free(g);
+            ck_graph_free(late);
+        }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("plan");
     TCase *tc = tcase_create("plan");
@@ -272,6 +510,10 @@ int main(void) {
     tcase_add_test(tc, views_alias_their_root);
     tcase_add_test(tc, samples_plans_are_sound);
     tcase_add_test(tc, lower_linear_and_gelu);
+    tcase_add_test(tc, update_right_after_last_use);
+    tcase_add_test(tc, shared_weight_through_a_view);
+    tcase_add_test(tc, update_waits_for_view_readers);
+    tcase_add_test(tc, early_updates_on_samples);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

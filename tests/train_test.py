@@ -14,7 +14,9 @@
 2. Checkpointing changes nothing but memory: for every sample, every policy (blocks, sqrt,
    every:2, blocks --offload) with dropout ON and AdamW, three steps give losses, gradients,
    parameters and buffers (BatchNorm running stats) bit-identical to --checkpoint=none, and each
-   run's measured peak equals its planned peak.
+   run's measured peak equals its planned peak. The same for the updates' order: none and
+   blocks --offload with --update-at-end (every update after the whole backward) are
+   bit-identical too, and the default (early updates) never plans a higher peak than them.
 3. Learning: 100 AdamW steps on a fixed batch at least halve the loss (mlp, gpt).
 
 Prints the per-sample max relative gradient error; ends with `N passed, N failed`.
@@ -158,8 +160,8 @@ def files_of(d):
 
 def policies(name):
     ref = json.load(open(os.path.join(args.samples, f"{name}.json")))
-    base = None
-    for pol in ["none", "blocks", "sqrt", "every:2", "blocks --offload"]:
+    base, peaks = None, {}
+    for pol in ["none", "blocks", "sqrt", "every:2", "blocks --offload", "none --update-at-end", "blocks --offload --update-at-end"]:
         d = os.path.join(args.work, f"{name}-{pol.replace(':', '').replace(' --', '-')}")
         err = build(os.path.join(args.samples, f"{name}.onnx"), d, [f"--checkpoint={pol.split()[0]}"] + pol.split()[1:],
                     ref.get("dims", {}))
@@ -175,6 +177,10 @@ def policies(name):
         check(f"{name} --checkpoint={pol}: measured peak == planned peak ({rep['planned_peak_bytes']})",
               rep["measured_peak_bytes"] == rep["planned_peak_bytes"], f"{rep['measured_peak_bytes']} vs {rep['planned_peak_bytes']}")
         got = (rep["losses"], files_of(d), rep["planned_peak_bytes"])
+        peaks[pol] = got[2]
+        if pol.endswith(" --update-at-end"):
+            early = pol[: -len(" --update-at-end")]
+            check(f"{name} --checkpoint={early}: early updates plan {peaks[early]} bytes, at the end {got[2]}", peaks[early] <= got[2])
         if base is None:
             base = got
             continue
