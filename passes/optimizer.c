@@ -56,8 +56,9 @@ ck_status ck_pass_optimizer(ck_graph *g, const ck_options *o, ck_diag *d) {
 }
 
 ck_status ck_pass_early_update(ck_graph *g, const ck_options *o, ck_diag *d) {
-    /* --data-parallel: the all-reduce of every gradient comes first (data_parallel.c) */
-    if (o->infer || o->update_at_end || o->data_parallel || !g->loss) return CK_OK;
+    /* --data-parallel: an update reads its bucket's averaged gradient (the GradAllReduceWait's
+     * output, data_parallel.c), so it lands after that wait like after any producer */
+    if (o->infer || o->update_at_end || !g->loss) return CK_OK;
     int nn = g->n_nodes, nid = g->next_value_id, last_fwd = -1;
     int *slot = calloc((size_t)nid + 1, sizeof *slot); /* value id -> 1 + the update overwriting its bytes */
     int *pos = malloc(sizeof(int) * (size_t)(g->next_node_id + 1)), *need = malloc(sizeof(int) * (size_t)(nn + 1));

@@ -36,6 +36,7 @@ Ends with `N passed, N failed`.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -270,8 +271,12 @@ if os.path.exists(f"{dn}/trainer"):
         ref = os.path.join(WORK, "gpt4-blocks-offload-dp")
         r = json.load(open(f"{dov}/r.json")) if rc == 0 else {}
         st = r.get("data_parallel_plan", {}).get("stagings", [])
-        during = sum(1 for a, b in zip(st, st[1:]) if b["step"] > a["step"] + 2)  # backward nodes run between buckets
-        check(f"gpt4 blocks+offload --dp-overlap={sched}: {len(st)} buckets, {during} with backward steps between them; "
+        # kernels other than the all-reduce pairs and the updates between the first bucket and the last wait
+        code = open(f"{dov}/trainer.c").read()
+        span = code[code.find("ckrt_grad_allreduce(c, 0,"):code.rfind("ckrt_grad_allreduce_wait(")]
+        calls = re.findall(r"CKRT_TRY\((ckrt_\w+)\(", span)
+        during = sum(1 for k in calls if k not in ("ckrt_grad_allreduce", "ckrt_grad_allreduce_wait", "ckrt_sgd", "ckrt_adamw"))
+        check(f"gpt4 blocks+offload --dp-overlap={sched}: {len(st)} buckets, {during} backward kernels run between them; "
               f"the same bits as the 1-bucket run; peak planned == measured ({r.get('planned_peak_bytes')})",
               rc == 0 and not any(codes.values()) and len(st) > 4 and (during > 0) == (sched == "on")
               and tree(f"{dov}/grads") == tree(f"{ref}/grads") and r["planned_peak_bytes"] == r["measured_peak_bytes"], out[-2000:])
@@ -397,10 +402,21 @@ check("ckptc --dp-overlap without --data-parallel: a usage error", p.returncode 
 p = subprocess.run([CKPTC, os.path.join(SAMPLES, "mlp.onnx"), "--data-parallel", "--dp-overlap=sometimes", "--dim", "batch=2",
                     "-o", f"{WORK}/x"], capture_output=True, text=True)
 check("ckptc --dp-overlap=sometimes: a usage error naming the choices", p.returncode == 2 and "auto, on or off" in p.stderr, p.stderr)
-p = subprocess.run([CKPTC, os.path.join(SAMPLES, "gpt4.onnx"), "--data-parallel", "--dim", "batch=2", "--checkpoint=blocks",
-                    "--offload", "--plan-only"], capture_output=True, text=True)
-check("--dp-overlap=auto says when overlap would raise the peak and plans the buckets after the backward",
-      p.returncode == 0 and "would raise the planned peak" in p.stdout and "--dp-overlap=on" in p.stdout, p.stdout[-1500:])
+
+
+def planned(extra):
+    p = subprocess.run([CKPTC, os.path.join(SAMPLES, "gpt4.onnx"), "--data-parallel", "--dim", "batch=2", "--checkpoint=blocks",
+                        "--offload", "--plan-only"] + extra, capture_output=True, text=True)
+    peak = [int(l.split()[2]) for l in p.stdout.splitlines() if l.startswith("planned peak ")]
+    return (peak[0] if p.returncode == 0 and peak else -1), p.stdout
+
+
+for extra in ([], ["--update-at-end"]):
+    (on, _), (off, _), (auto, text) = planned(extra + ["--dp-overlap=on"]), planned(extra + ["--dp-overlap=off"]), planned(extra)
+    said = "would raise the planned peak" in text
+    check(f"gpt4 blocks+offload {' '.join(extra) or '(early updates)'}: --dp-overlap=auto plans the lower of on ({on}) and off "
+          f"({off}): {auto}{', saying it keeps the buckets after the backward' if said else ''}",
+          on > 0 and off > 0 and auto == min(on, off) and said == (off < on), text[-1500:])
 
 for tag, (le, ge, pe) in worst.items():
     print(f"  parity {tag}: loss {le:.2e}, gradients {ge:.2e}, parameters {pe:.2e}")
