@@ -141,7 +141,10 @@ static int check_no_overlap(const ck_graph *g) {
                 if (first[r->id] < 0) first[r->id] = i;
                 if (last[r->id] < i) last[r->id] = i;
             }
-        if (n->ws_bytes > 0) b[nb++] = (b_t){n->ws_offset, n->ws_bytes, i, i, "workspace"};
+        int until = i; /* a staging lives until its wait */
+        for (int j = i + 1; n->ws_until && j < nn && until == i; j++)
+            if (g->nodes[j] == n->ws_until) until = j;
+        if (n->ws_bytes > 0) b[nb++] = (b_t){n->ws_offset, n->ws_bytes, i, until, "workspace"};
     }
     for (int i = 0; i < g->n_outputs; i++) {
         const ck_value *r = g->outputs[i];
@@ -330,6 +333,7 @@ static ck_graph *build_train(const char *path, const ck_load_options *lo, const 
     ck_assert_int_eq(ck_pass_autodiff(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_optimizer(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_checkpoint(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_data_parallel(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_early_update(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_plan(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_graph_verify(g, &d), CK_OK);
@@ -500,6 +504,75 @@ START_TEST(early_updates_on_samples) {
 }
 END_TEST
 
+/* data_parallel.c on the gpt sample, 16 KiB buckets, early updates. Overlap on: each bucket's
+ * GradAllReduce right after the producer of its last gradient (only earlier buckets' waits and
+ * updates in between), its wait (ws_until, the same bucket, taking its outputs) before the next
+ * bucket starts; every gradient in exactly one bucket; every update reads a wait's output and runs
+ * after it; the staging, live from start to wait, overlaps no other live buffer. Overlap off: no
+ * forward or backward node after the first bucket starts. */
+START_TEST(data_parallel_buckets) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/gpt.onnx", CK_SAMPLES);
+    for (int ov = 0; ov < 2; ov++) {
+        ck_options o = train_opts;
+        o.data_parallel = true, o.dp_bucket_bytes = 16 << 10, o.dp_overlap = ov, o.optimizer = CK_OPT_SGD;
+        ck_load_options lo = {0};
+        ck_graph *g = build_train(path, &lo, &o);
+        int nn = g->n_nodes, nb = 0, ngrads = 0, first_start = -1, last_compute = -1, prev_wait = -1;
+        int *bucket_of = calloc((size_t)g->next_value_id + 1, sizeof *bucket_of); /* grad value id -> 1 + bucket */
+        for (int i = 0; i < nn; i++) {
+            const ck_node *n = g->nodes[i];
+            if (n->op == CK_OP_GRAD_ALLREDUCE_WAIT) continue;
+            if (n->phase == CK_PHASE_UPDATE) {
+                const ck_node *w = n->in[1]->producer;
+                ck_assert(w && w->op == CK_OP_GRAD_ALLREDUCE_WAIT);
+                int pw = -1;
+                for (int j = 0; j < i; j++)
+                    if (g->nodes[j] == w) pw = j;
+                ck_assert_int_ge(pw, 0);
+                continue;
+            }
+            if (n->op != CK_OP_GRAD_ALLREDUCE) {
+                last_compute = i;
+                continue;
+            }
+            if (first_start < 0) first_start = i;
+            ck_assert_int_eq(ck_attr_int(n, "bucket", -1), nb);
+            ck_assert_int_gt(i, prev_wait); /* the previous bucket's wait came first */
+            int last = -1;
+            for (int k = 0; k < n->n_in; k++) {
+                ck_assert_int_eq(bucket_of[n->in[k]->id], 0);
+                bucket_of[n->in[k]->id] = nb + 1;
+                ngrads++;
+                for (int j = 0; j < i; j++)
+                    if (g->nodes[j] == n->in[k]->producer && j > last) last = j;
+            }
+            ck_assert_int_lt(last, i);
+            if (ov)
+                for (int j = last + 1; j < i; j++)
+                    ck_assert(g->nodes[j]->op == CK_OP_GRAD_ALLREDUCE_WAIT || g->nodes[j]->phase == CK_PHASE_UPDATE);
+            const ck_node *w = n->ws_until;
+            ck_assert(w && w->op == CK_OP_GRAD_ALLREDUCE_WAIT && ck_attr_int(w, "bucket", -1) == nb && w->n_in == n->n_in);
+            for (int k = 0; k < n->n_in; k++) ck_assert_ptr_eq(w->in[k], n->out[k]);
+            for (int j = i + 1; j < nn; j++)
+                if (g->nodes[j] == w) prev_wait = j;
+            ck_assert_int_gt(prev_wait, i);
+            ck_assert_int_gt(n->ws_bytes, 0);
+            nb++;
+        }
+        ck_assert_int_eq(ngrads, g->n_train);
+        ck_assert_int_gt(nb, 3);
+        if (!ov) ck_assert_int_lt(last_compute, first_start);
+        else ck_assert_int_gt(last_compute, first_start);
+        ck_assert_int_gt(check_no_overlap(g), 0);
+        printf("  gpt --data-parallel, 16 KiB buckets, overlap %-3s: %d buckets, peak %lld\n", ov ? "on" : "off", nb,
+               (long long)g->plan.arena_bytes);
+        free(bucket_of);
+        ck_graph_free(g);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("plan");
     TCase *tc = tcase_create("plan");
@@ -514,6 +587,7 @@ int main(void) {
     tcase_add_test(tc, shared_weight_through_a_view);
     tcase_add_test(tc, update_waits_for_view_readers);
     tcase_add_test(tc, early_updates_on_samples);
+    tcase_add_test(tc, data_parallel_buckets);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
