@@ -773,6 +773,9 @@ def main():
                     help="runs per measurement while other processes use the machine (the least disturbed is kept)")
     ap.add_argument("--planner-sizes", default="1000,10000,100000")
     ap.add_argument("--budget-cap", type=int, default=60, help="seconds before a planner budget run is stopped")
+    ap.add_argument("--out", default="cpu-latest",
+                    help="name of the CPU results in bench/results/ (NAME.md, NAME.json, NAME-peak-vs-depth.svg unless "
+                         "cpu-latest); another name keeps cpu-latest for a partial or differently-machined run")
     a = ap.parse_args()
     global TRIES
     TRIES = max(1, a.tries)
@@ -824,9 +827,10 @@ def main():
                 results.append(r)
                 log_row(r)
         meta["wall_seconds"] = time.time() - t_start
-        write_cpu_report(results, meta, os.path.join(RESULTS, "cpu-latest.md"), os.path.join(RESULTS, "cpu-latest.json"),
-                         os.path.join(RESULTS, "peak-vs-depth.svg"))
-        log("wrote bench/results/cpu-latest.md, cpu-latest.json, peak-vs-depth.svg")
+        svg = "peak-vs-depth.svg" if a.out == "cpu-latest" else a.out + "-peak-vs-depth.svg"
+        write_cpu_report(results, meta, os.path.join(RESULTS, a.out + ".md"), os.path.join(RESULTS, a.out + ".json"),
+                         os.path.join(RESULTS, svg))
+        log("wrote bench/results/%s.md, %s.json, %s" % (a.out, a.out, svg))
     if a.only != "cpu" and not a.quick:
         sizes = [int(s) for s in a.planner_sizes.split(",")]
         rows = planner_scaling(ck, sizes, a.budget_cap)

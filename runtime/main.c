@@ -584,9 +584,9 @@ static int train_local(run *r, int64_t s) {
 
 /* One training step; on the last one, --dump-grads copies each gradient as its update reads it
  * (the files are written after the run). Data parallel: the backward's all-reduce node averaged
- * the gradients once every rank got there; a rank that failed makes the one agreement call the
- * others are waiting in, so all stop at the same point; the loss becomes the ranks' mean; the
- * updates (all after the all-reduce), buffers and replica checks follow (dp.c). */
+ * the gradients bucket by bucket once every rank got there (each update follows its bucket); a
+ * rank that failed makes the one agreement call the others are waiting in, so all stop at the
+ * same point; the loss becomes the ranks' mean; buffers and replica checks follow (dp.c). */
 static int train_step(run *r, int64_t s) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
