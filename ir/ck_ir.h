@@ -275,8 +275,11 @@ ck_graph *ck_graph_new(void);
 void ck_graph_free(ck_graph *g);
 ck_value *ck_graph_add_value(ck_graph *g, const char *name, ck_dtype dt, int rank,
                              const int64_t *dims, ck_role role);
-/* Creates n_out fresh ACTIVATION outputs (dtype/shape filled by ck_infer_node). */
+/* Creates n_out fresh ACTIVATION outputs (dtype/shape filled by ck_infer_node) and appends the
+ * node to the schedule. ck_graph_new_node does the same without scheduling it: for passes that
+ * build a new order and hand it to ck_graph_set_nodes. */
 ck_node *ck_graph_add_node(ck_graph *g, ck_op op, const char *name, int n_in, ck_value **in, int n_out);
+ck_node *ck_graph_new_node(ck_graph *g, ck_op op, const char *name, int n_in, ck_value **in, int n_out);
 void ck_node_add_attr(ck_graph *g, ck_node *n, ck_attr a);
 void ck_graph_set_outputs(ck_graph *g, int n, ck_value **outs);
 /* Replaces the node list (a pass's new schedule), growing the array as needed. */

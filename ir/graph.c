@@ -226,7 +226,7 @@ ck_value *ck_graph_add_value(ck_graph *g, const char *name, ck_dtype dt, int ran
     return v;
 }
 
-ck_node *ck_graph_add_node(ck_graph *g, ck_op op, const char *name, int n_in, ck_value **in, int n_out) {
+ck_node *ck_graph_new_node(ck_graph *g, ck_op op, const char *name, int n_in, ck_value **in, int n_out) {
     ck_node *n = ck_arena_alloc(g->arena, sizeof *n);
     CK_ASSERT(n);
     n->id = g->next_node_id++;
@@ -243,6 +243,11 @@ ck_node *ck_graph_add_node(ck_graph *g, ck_op op, const char *name, int n_in, ck
         n->out[i] = ck_graph_add_value(g, buf, CK_UNDEF, 0, NULL, CK_ROLE_ACTIVATION);
         n->out[i]->producer = n;
     }
+    return n;
+}
+
+ck_node *ck_graph_add_node(ck_graph *g, ck_op op, const char *name, int n_in, ck_value **in, int n_out) {
+    ck_node *n = ck_graph_new_node(g, op, name, n_in, in, n_out);
     g->nodes = ck_grow(g->arena, g->nodes, g->n_nodes, &g->cap_nodes, sizeof *g->nodes);
     g->nodes[g->n_nodes++] = n;
     return n;

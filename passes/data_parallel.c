@@ -42,7 +42,7 @@
 
 static ck_node *make_node(ck_graph *g, ck_op op, const char *name, int n, ck_value **ins, int k, int buckets, int64_t total,
                           int64_t staging, ck_diag *d, ck_status *st) {
-    ck_node *x = ck_graph_add_node(g, op, name, n, ins, n); /* appended; the caller reschedules */
+    ck_node *x = ck_graph_new_node(g, op, name, n, ins, n); /* scheduled by the caller */
     ck_node_add_attr(g, x, (ck_attr){.name = "bucket", .kind = CK_ATTR_INT, .i = k});
     ck_node_add_attr(g, x, (ck_attr){.name = "buckets", .kind = CK_ATTR_INT, .i = buckets});
     ck_node_add_attr(g, x, (ck_attr){.name = "gradient_floats", .kind = CK_ATTR_INT, .i = total});
@@ -150,8 +150,8 @@ ck_status ck_pass_data_parallel(ck_graph *g, const ck_options *o, ck_diag *d) {
                 while (nextw < nb) sched[m++] = wait[nextw++];
             if (i < nn) sched[m++] = g->nodes[i];
         }
-        CK_ASSERT(m == nn + 2 * nb && g->n_nodes == m); /* g->nodes: the old schedule, then the new nodes */
-        memcpy(g->nodes, sched, sizeof *sched * (size_t)m);
+        CK_ASSERT(m == nn + 2 * nb);
+        ck_graph_set_nodes(g, m, sched);
         free(sched);
     }
     free(pos), free(order), free(ins), free(first_of), free(start), free(wait), free(at);

@@ -31,8 +31,7 @@ typedef struct {
 } ck_lower;
 
 static ck_node *emit(ck_lower *L, ck_op op, const char *name, int n_in, ck_value **in) {
-    ck_node *n = ck_graph_add_node(L->g, op, name, n_in, in, 1);
-    L->g->n_nodes--; /* ck_graph_add_node appended it to the old schedule; the new one gets it */
+    ck_node *n = ck_graph_new_node(L->g, op, name, n_in, in, 1); /* scheduled in the new order only */
     L->out[L->n_out++] = n;
     return n;
 }
