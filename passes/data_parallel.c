@@ -32,7 +32,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define DP_BUCKET_DEFAULT (25ll << 20)
 
