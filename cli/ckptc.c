@@ -442,13 +442,6 @@ static void explain(const ck_graph *g) {
     free(clone), free(readers), free(clone_readers), free(offloaded);
 }
 
-/* The step of the GradAllReduceWait ending the staging of the GradAllReduce at step i. */
-static int staging_until(const ck_graph *g, int i) {
-    int j = i;
-    while (j < g->n_nodes && g->nodes[j] != g->nodes[i]->ws_until) j++;
-    return j < g->n_nodes ? j : i;
-}
-
 static void print_plan(const ck_graph *g) {
     const ck_mem_plan *p = &g->plan;
     printf("planned peak %lld bytes (device); host pool %lld bytes\n", (long long)p->arena_bytes, (long long)p->host_bytes);
@@ -457,7 +450,7 @@ static void print_plan(const ck_graph *g) {
     printf("  at the peak: saved activations %lld, transient %lld\n", (long long)p->saved_bytes, (long long)p->transient_bytes);
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i]->op == CK_OP_GRAD_ALLREDUCE) {
-            int until = staging_until(g, i);
+            int until = g->nodes[i]->ws_last;
             printf("data parallel: bucket %lld of %lld (%d gradients): all-reduce staging %lld bytes, steps %d..%d%s\n",
                    (long long)ck_attr_int(g->nodes[i], "bucket", 0), (long long)ck_attr_int(g->nodes[i], "buckets", 1),
                    g->nodes[i]->n_in, (long long)g->nodes[i]->ws_bytes, i, until,
@@ -602,7 +595,7 @@ static dp_fit fit_dp_bucket(const char *path, const ck_load_options *lo, const c
         const ck_node *n = (*g)->nodes[i];
         if (n->op != CK_OP_GRAD_ALLREDUCE) continue;
         if (4 * ck_attr_int(n, "staging_floats", 0) > bucket) bucket = 4 * ck_attr_int(n, "staging_floats", 0);
-        if (i <= (*g)->plan.peak_step && (*g)->plan.peak_step <= staging_until(*g, i)) ar = n;
+        if (i <= (*g)->plan.peak_step && (*g)->plan.peak_step <= n->ws_last) ar = n;
     }
     if (!ar) return r;
     ck_options t = *o;

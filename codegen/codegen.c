@@ -268,30 +268,23 @@ static char *report_members(const ck_graph *g, const ck_options *o) {
     }
     fprintf(f, "]}");
     /* --data-parallel: the communication buffers in the plan, one staging per bucket, each live
-     * from its GradAllReduce to its GradAllReduceWait */
+     * from its GradAllReduce to its GradAllReduceWait (ws_last) */
     int nb = 0, ng = 0, live_peak = 0;
     int64_t tot = 0, bucket = 0, most = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const ck_node *n = g->nodes[i];
         if (n->op != CK_OP_GRAD_ALLREDUCE) continue;
-        int until = i;
-        while (until < g->n_nodes && g->nodes[until] != n->ws_until) until++;
         int64_t w = ck_attr_int(n, "staging_floats", 1), live = 0; /* stagings live with this one at its start */
-        for (int j = 0; j <= i; j++) {
-            const ck_node *m = g->nodes[j];
-            if (m->op != CK_OP_GRAD_ALLREDUCE) continue;
-            int mu = j;
-            while (mu < g->n_nodes && g->nodes[mu] != m->ws_until) mu++;
-            if (mu >= i) live += m->ws_bytes;
-        }
+        for (int j = 0; j <= i; j++)
+            if (g->nodes[j]->op == CK_OP_GRAD_ALLREDUCE && g->nodes[j]->ws_last >= i) live += g->nodes[j]->ws_bytes;
         fprintf(f, nb ? ",\n    " : ",\n  \"data_parallel_plan\": {\"stagings\": [\n    ");
         fprintf(f, "{\"bucket\": %d, \"gradients\": %d, \"step\": %d, \"until_step\": %d, \"offset\": %lld, \"bytes\": %lld}", nb, n->n_in,
-                i, until, (long long)n->ws_offset, (long long)n->ws_bytes);
+                i, n->ws_last, (long long)n->ws_offset, (long long)n->ws_bytes);
         nb++, ng += n->n_in;
         tot = ck_attr_int(n, "gradient_floats", 0);
         if (4 * w > bucket) bucket = 4 * w;
         if (live > most) most = live;
-        if (i <= p->peak_step && p->peak_step <= until) live_peak = 1;
+        if (i <= p->peak_step && p->peak_step <= n->ws_last) live_peak = 1;
     }
     if (nb)
         fprintf(f, "],\n    \"gradients\": %d, \"gradient_bytes\": %lld, \"bucket_bytes\": %lld, \"buckets\": %d, "
@@ -538,12 +531,10 @@ static void write_plan_json(const ck_graph *g, FILE *f) {
     for (int i = 0; i < g->n_nodes; i++) {
         const ck_node *n = g->nodes[i];
         if (n->ws_bytes <= 0) continue;
-        int until = i;
-        while (n->ws_until && until < g->n_nodes && g->nodes[until] != n->ws_until) until++;
         fprintf(f, ",\n    {\"name\": \"%s of node %d\", \"category\": \"workspace\", \"offset\": %lld, \"bytes\": %lld, "
                    "\"steps\": [%d, %d]}",
                 n->op == CK_OP_GRAD_ALLREDUCE ? "communication staging" : "workspace", i, (long long)n->ws_offset, (long long)n->ws_bytes,
-                i, until);
+                i, n->ws_last);
     }
     fprintf(f, "\n  ]\n}\n");
 }

@@ -209,6 +209,7 @@ struct ck_node {
     int64_t ws_offset, ws_bytes; /* workspace, set by the memory planner */
     const struct ck_node *ws_until; /* the workspace stays live until this later node has run (a
                                      * gradient bucket's staging: until its wait); NULL: this node only */
+    int ws_last;           /* the last step the workspace is live (the planner's, from ws_until) */
     ck_phase phase;        /* which part of the training step runs it */
     int recompute_of;      /* a recompute clone: the forward node's id + 1; 0 otherwise */
 };

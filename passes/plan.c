@@ -508,6 +508,7 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
         for (int j = i + 1; n->ws_until && j < nn && until == i; j++)
             if (g->nodes[j] == n->ws_until) until = j;
         CK_ASSERT(!n->ws_until || until > i);
+        n->ws_last = until;
         if (n->ws_bytes > 0) {
             bufs[nb] = (buf){.bytes = align_up(n->ws_bytes), .exact = n->ws_bytes, .first = i, .last = until, .ws_node = n, .order = nb};
             nb++;
