@@ -129,10 +129,10 @@ typedef struct ckrt_backend {
      * host's view, once synchronize() returned; NULL: c->arena is the memory kernels write. */
     int (*to_host)(ckrt_ctx *c, int64_t offset, int64_t bytes);
     /* For a transport on device memory (NCCL): the device address of p, a pointer into
-     * c->arena (0 and a message when it is not), and the compute stream (a CUstream) that
-     * kernels run on; NULL on the CPU. */
+     * c->arena (0 and a message when it is not), and the stream (a CUstream) kernels are
+     * enqueued on now (set_stream); NULL on the CPU. */
     unsigned long long (*device_address)(ckrt_ctx *c, const void *p);
-    void *(*compute_stream)(ckrt_ctx *c); /* the stream kernels are enqueued on now (set_stream) */
+    void *(*current_stream)(ckrt_ctx *c);
     /* Kernels from here on go to stream s (CKRT_STREAM_*); NULL on the CPU. */
     int (*set_stream)(ckrt_ctx *c, int s);
 } ckrt_backend;
@@ -273,7 +273,6 @@ typedef struct ckrt_comm {
      * bootstrapped over the control plane; every rank calls it). NULL, or a failure with the
      * reason in msg: this transport cannot. */
     int (*use_device)(struct ckrt_comm *m, ckrt_ctx *c);
-    int device;                    /* the data plane works on device memory (use_device succeeded) */
     void (*abort)(struct ckrt_comm *m, int code); /* stops every rank; does not return */
     void (*finalize)(struct ckrt_comm *m);
     char msg[256];                 /* why the last call failed */

@@ -638,7 +638,7 @@ static unsigned long long be_device_address(ckrt_ctx *c, const void *p) {
     return check_ptrs(c) ? 0 : d;
 }
 
-static void *be_compute_stream(ckrt_ctx *c) {
+static void *be_current_stream(ckrt_ctx *c) {
     (void)c;
     return (void *)G.stream[G.cur];
 }
@@ -657,7 +657,7 @@ static const ckrt_backend cuda_backend = {
     .dev = &ckrt_cuda_ops,
     .to_host = be_to_host,
     .device_address = be_device_address,
-    .compute_stream = be_compute_stream,
+    .current_stream = be_current_stream,
     .set_stream = be_set_stream,
 };
 

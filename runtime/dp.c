@@ -373,8 +373,8 @@ static int reduce(ckrt_dp *dp, ckrt_ctx *c, float *staging, int64_t staging_floa
 
 /* The backend's events ordering a bucket's exchange on a device: "ready" recorded on the compute
  * stream when the bucket starts (its gradients are then enqueued), "done" on the communication
- * stream after it. At most two buckets are in flight (passes/data_parallel.c), so four pairs
- * can be reused in turn. */
+ * stream after it. One bucket is in flight at a time (passes/data_parallel.c); four pairs used
+ * in turn leave room should that grow. */
 #define EV_READY(b) (2 * ((b) % 4))
 #define EV_DONE(b) (2 * ((b) % 4) + 1)
 

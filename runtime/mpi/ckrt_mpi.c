@@ -144,7 +144,7 @@ static int nccl_alltoallv(ckrt_comm *m, ckrt_ctx *ctx, const float *send, const 
         snprintf(m->msg, sizeof m->msg, "%.200s", ctx->msg);
         return 1;
     }
-    void *stream = ctx->be->compute_stream(ctx);
+    void *stream = ctx->be->current_stream(ctx);
     if (nccl_check(m, c->nccl.ncclGroupStart(), "ncclGroupStart")) return 1;
     int bad = 0;
     for (int q = 0; q < m->size && !bad; q++) {
@@ -162,7 +162,7 @@ static int nccl_alltoallv(ckrt_comm *m, ckrt_ctx *ctx, const float *send, const 
 static int nccl_allgatherv(ckrt_comm *m, ckrt_ctx *ctx, float *buf, const int64_t *counts, const int64_t *displs) {
     mpi_comm *c = of(m);
     int me = m->rank;
-    void *stream = ctx->be->compute_stream(ctx), *mine = counts[me] ? dev(m, ctx, buf + displs[me]) : NULL;
+    void *stream = ctx->be->current_stream(ctx), *mine = counts[me] ? dev(m, ctx, buf + displs[me]) : NULL;
     if (counts[me] && !mine) return 1;
     if (nccl_check(m, c->nccl.ncclGroupStart(), "ncclGroupStart")) return 1;
     int bad = 0;
@@ -183,7 +183,7 @@ static int nccl_bcast_data(ckrt_comm *m, ckrt_ctx *ctx, void *buf, int64_t bytes
     void *d = dev(m, ctx, buf);
     if (!d) return 1;
     mpi_comm *c = of(m);
-    return nccl_check(m, c->nccl.ncclBroadcast(d, d, (size_t)bytes, NCCL_UINT8, root, c->nccl.comm, ctx->be->compute_stream(ctx)),
+    return nccl_check(m, c->nccl.ncclBroadcast(d, d, (size_t)bytes, NCCL_UINT8, root, c->nccl.comm, ctx->be->current_stream(ctx)),
                       "ncclBroadcast");
 }
 
@@ -192,7 +192,7 @@ static int nccl_bcast_data(ckrt_comm *m, ckrt_ctx *ctx, void *buf, int64_t bytes
  * on MPI and dp.c stops every rank (the result is agreed). */
 static int mpi_use_device(ckrt_comm *m, ckrt_ctx *ctx) {
     mpi_comm *c = of(m);
-    if (!ctx->be->device_address || !ctx->be->compute_stream || !ctx->be->dev) {
+    if (!ctx->be->device_address || !ctx->be->current_stream || !ctx->be->dev) {
         snprintf(m->msg, sizeof m->msg, "the backend gives no device addresses");
         return 1;
     }
@@ -236,7 +236,6 @@ static int mpi_use_device(ckrt_comm *m, ckrt_ctx *ctx) {
     m->alltoallv = nccl_alltoallv;
     m->allgatherv = nccl_allgatherv;
     m->bcast_data = nccl_bcast_data;
-    m->device = 1;
     m->name = "mpi+nccl";
     return 0;
 }
