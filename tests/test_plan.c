@@ -341,6 +341,16 @@ static ck_graph *build_train(const char *path, const ck_load_options *lo, const 
     return g;
 }
 
+/* A hand-built forward graph through the training passes (no checkpointing), planned. */
+static void train_hand_made(ck_graph *g, const ck_options *o, ck_diag *d) {
+    ck_assert_int_eq(ck_pass_loss(g, o, d), CK_OK);
+    ck_assert_int_eq(ck_pass_autodiff(g, o, d), CK_OK);
+    ck_assert_int_eq(ck_pass_optimizer(g, o, d), CK_OK);
+    ck_assert_int_eq(ck_pass_early_update(g, o, d), CK_OK);
+    ck_assert_int_eq(ck_pass_plan(g, o, d), CK_OK);
+    ck_assert_int_eq(ck_graph_verify(g, d), CK_OK);
+}
+
 /* y = relu(x W1) W2, loss = mse(y, target): W2's gradient is final early in the backward, but
  * dh = dy W2^T still reads W2, so W2's update goes right after the later of the two; W1's after
  * its gradient, the last backward node. Both gradients die at their update; with the updates at
@@ -360,13 +370,8 @@ START_TEST(update_right_after_last_use) {
     o.loss = CK_LOSS_MSE;
     o.optimizer = CK_OPT_SGD;
     ck_diag d = {0};
-    ck_assert_int_eq(ck_pass_loss(g, &o, &d), CK_OK);
-    ck_assert_int_eq(ck_pass_autodiff(g, &o, &d), CK_OK);
-    ck_assert_int_eq(ck_pass_optimizer(g, &o, &d), CK_OK);
+    train_hand_made(g, &o, &d);
     ck_assert_int_eq(g->n_train, 2);
-    ck_assert_int_eq(ck_pass_early_update(g, &o, &d), CK_OK);
-    ck_assert_int_eq(ck_pass_plan(g, &o, &d), CK_OK);
-    ck_assert_int_eq(ck_graph_verify(g, &d), CK_OK);
     ck_assert_int_eq(check_updates_early(g), 2);
     int up[2] = {-1, -1}, dw2 = -1, reads_w2 = -1, nn = g->n_nodes;
     for (int i = 0; i < nn; i++) {
@@ -412,12 +417,7 @@ START_TEST(shared_weight_through_a_view) {
     ck_options o = train_opts;
     o.loss = CK_LOSS_MSE;
     ck_diag d = {0};
-    ck_assert_int_eq(ck_pass_loss(g, &o, &d), CK_OK);
-    ck_assert_int_eq(ck_pass_autodiff(g, &o, &d), CK_OK);
-    ck_assert_int_eq(ck_pass_optimizer(g, &o, &d), CK_OK);
-    ck_assert_int_eq(ck_pass_early_update(g, &o, &d), CK_OK);
-    ck_assert_int_eq(ck_pass_plan(g, &o, &d), CK_OK);
-    ck_assert_int_eq(ck_graph_verify(g, &d), CK_OK);
+    train_hand_made(g, &o, &d);
     ck_assert_int_eq(check_updates_early(g), 2); /* no read of W or its view after the update */
     int last_read = -1, up = -1;
     for (int i = 0; i < g->n_nodes; i++) {
