@@ -315,8 +315,8 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
     ck_emit e = {.f = f, .g = g, .o = o, .d = d};
     /* training: forward() is the forward nodes (a prefix: the loss is known when it returns),
      * update() the updates after the last other node, backward() everything in between, the
-     * updates ck_pass_early_update moved included (with --update-at-end or --data-parallel
-     * every update is in update()) */
+     * updates ck_pass_early_update moved included (with --update-at-end every update is in
+     * update()) */
     int nn = g->n_nodes, end[3] = {nn, nn, nn}, *train_ix = calloc((size_t)g->next_value_id + 1, sizeof *train_ix);
     CK_ASSERT(train_ix);
     for (int k = 0; k < g->n_train; k++) train_ix[g->train_params[k]->id] = k;

@@ -76,8 +76,8 @@ ck_status ck_pass_optimizer(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* Moves each update node to the earliest legal step: after its gradient's producer, after every
  * reader of the parameter's and its state's old bytes (views included), after the forward. Its
- * gradient is then freed there. Not with --update-at-end or --data-parallel (the all-reduce of
- * every gradient comes before the updates). */
+ * gradient is then freed there (with --data-parallel the gradient's producer is its bucket's
+ * GradAllReduceWait). Not with --update-at-end. */
 ck_status ck_pass_early_update(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* --data-parallel: a ckptc.GradAllReduce node between the backward and the update, averaging

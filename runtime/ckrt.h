@@ -198,7 +198,7 @@ typedef struct ckrt_program {
     const ckrt_io *inputs, *outputs;
     /* inference: step; training: forward (through the loss), backward (gradients, with the
      * updates ckptc scheduled as soon as their gradient is final), update (the updates after the
-     * last backward node: all of them with ckptc --update-at-end or --data-parallel) */
+     * last backward node: all of them with ckptc --update-at-end) */
     int (*step)(ckrt_ctx *c);
     int (*forward)(ckrt_ctx *c), (*backward)(ckrt_ctx *c), (*update)(ckrt_ctx *c);
     int64_t loss_offset;           /* training: the float32 scalar loss */

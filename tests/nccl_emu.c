@@ -35,11 +35,6 @@ static struct {
 
 static size_t type_size(int dtype) { return dtype == 1 ? 1 : dtype == 7 ? 4 : 0; } /* uint8, float32 */
 
-int ncclGetVersion(int *version) {
-    *version = 21800;
-    return OK;
-}
-
 const char *ncclGetErrorString(int r) {
     return r == INVALID_ARGUMENT ? "invalid argument (emulated NCCL)" : r == INVALID_USAGE ? "invalid usage (emulated NCCL)"
                                                                                             : "internal error (emulated NCCL)";

@@ -32,7 +32,6 @@ typedef struct { char internal[128]; } nccl_unique_id;
 typedef struct nccl_comm_s *nccl_comm_t;
 enum { NCCL_SUCCESS = 0, NCCL_UINT8 = 1, NCCL_FLOAT32 = 7 };
 #define CK_NCCL_FNS(X)                                                                                                    \
-    X(ncclGetVersion, int, (int *version))                                                                               \
     X(ncclGetUniqueId, int, (nccl_unique_id * id))                                                                       \
     X(ncclCommInitRank, int, (nccl_comm_t * comm, int nranks, nccl_unique_id id, int rank))                              \
     X(ncclCommDestroy, int, (nccl_comm_t comm))                                                                          \
@@ -51,7 +50,6 @@ typedef struct mpi_comm {
     struct {
         void *lib;
         nccl_comm_t comm;
-        int version;
 #define CK_NCCL_MEMBER_(f, ret, args) ret(*f) args;
         CK_NCCL_FNS(CK_NCCL_MEMBER_)
 #undef CK_NCCL_MEMBER_
@@ -232,7 +230,6 @@ static int mpi_use_device(ckrt_comm *m, ckrt_ctx *ctx) {
         return 1;
     }
     if (nccl_check(m, c->nccl.ncclCommInitRank(&c->nccl.comm, m->size, hello.id, m->rank), "ncclCommInitRank")) return 1;
-    c->nccl.ncclGetVersion(&c->nccl.version);
     m->alltoallv = nccl_alltoallv;
     m->allgatherv = nccl_allgatherv;
     m->bcast_data = nccl_bcast_data;
