@@ -5,7 +5,9 @@
 #                            for the data-parallel tests and libckrt_mpi, which the build makes when found)
 # As root it runs apt-get; otherwise it prints the exact command to run and stops.
 set -eu
-pkgs="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev check libopenblas-dev"
+# libc6-dev: the C library's headers and start files (crt1.o), only a Recommends of gcc, which
+# --no-install-recommends skips: a minimal Debian 12 (debootstrap minbase, the debian:12 image) lacks them
+pkgs="cmake make gcc libc6-dev pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev check libopenblas-dev"
 if [ "${1:-}" = "--test" ]; then
     # clang + libclang-rt-14-dev: the libFuzzer smoke test (fuzz/smoke.sh); valgrind: the memcheck test
     pkgs="$pkgs clang libclang-rt-14-dev valgrind"
