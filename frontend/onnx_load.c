@@ -681,7 +681,7 @@ static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
         const Onnx__NodeProto *np = gp->node[order[i]];
         ck_op op;
         CK_ASSERT(ck_op_from_name(np->op_type, &op));
-        load_node(L, np, op);
+        if (!load_node(L, np, op)) break; /* its outputs are not defined: later nodes would read them */
     }
     free(order);
     if (L->errors) return CK_ERR_MODEL;
