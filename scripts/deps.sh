@@ -9,8 +9,11 @@ set -eu
 # --no-install-recommends skips: a minimal Debian 12 (debootstrap minbase, the debian:12 image) lacks them
 pkgs="cmake make gcc libc6-dev pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev check libopenblas-dev"
 if [ "${1:-}" = "--test" ]; then
-    # clang + libclang-rt-14-dev: the libFuzzer smoke test (fuzz/smoke.sh); valgrind: the memcheck test
-    pkgs="$pkgs clang libclang-rt-14-dev valgrind"
+    # clang + libclang-rt-14-dev: the libFuzzer smoke test (fuzz/smoke.sh), llvm-14 for its
+    # llvm-symbolizer (readable stacks in a finding); valgrind: the memcheck test
+    pkgs="$pkgs clang libclang-rt-14-dev llvm-14 valgrind"
+    # g++: the CUDA emulations compile each kernels.cu as C++ (without it they used clang's c++)
+    pkgs="$pkgs g++"
     pkgs="$pkgs python3 python3-onnx python3-numpy python3-torch openmpi-bin libopenmpi-dev"
 fi
 missing=""
