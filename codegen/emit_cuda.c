@@ -7,7 +7,8 @@
  * grid-stride loop CK_G_LOOP over its work items and calling a body. A wrapper is emitted when
  * the model's generated C calls the ckrt_* entry point that launches it, so kernels.cu holds only
  * what the program uses. Under CK_EMULATE each wrapper also gets a host thunk taking the
- * argument array of cuLaunchKernel, which lets tests/cuda_emu.c run kernels.cu on the CPU.
+ * argument array of cuLaunchKernel (and its arguments' sizes), which lets tests/cuda_emu.c and
+ * tests/fake_cuda.c run kernels.cu on the CPU.
  *
  * The trainer compiles kernels.cu with NVRTC at start-up for its GPU's architecture; a source
  * hash is part of its cache key, so the text must be reproducible (it is: no timestamps).
@@ -181,26 +182,30 @@ static void put_header(FILE *f, const char *name, const char *text) {
     }
 }
 
-/* The emulation thunk: unpacks cuLaunchKernel's argument array and calls the wrapper. */
+/* The emulation's thunks: ck_emu_NAME unpacks cuLaunchKernel's argument array and calls the
+ * wrapper; ck_emu_NAME_sizes gives each argument's size (a stand-in driver copies the arguments
+ * when the launch is enqueued, as the real one does). */
 static void put_thunk(FILE *f, const ck_wrapper *w) {
-    fprintf(f, "extern \"C\" void ck_emu_%s(void **a) {\n    ck_g_%s(*(int64_t *)a[0]", w->name, w->name);
-    const char *p = w->params;
-    int k = 1;
-    while (*p) {
+    char types[32][96];
+    int nt = 0;
+    for (const char *p = w->params; *p && nt < 32;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         while (len && p[len - 1] == ' ') len--;
         size_t nm = len; /* the parameter's name: the trailing identifier */
         while (nm > 0 && (p[nm - 1] == '_' || (p[nm - 1] >= 'a' && p[nm - 1] <= 'z') || (p[nm - 1] >= 'A' && p[nm - 1] <= 'Z') || (p[nm - 1] >= '0' && p[nm - 1] <= '9')))
             nm--;
-        size_t tl = nm;
-        while (tl && p[tl - 1] == ' ') tl--;
-        fprintf(f, ", *(%.*s *)a[%d]", (int)tl, p, k++);
+        while (nm && p[nm - 1] == ' ') nm--;
+        snprintf(types[nt++], sizeof types[0], "%.*s", (int)nm, p);
         if (!end) break;
         p = end + 1;
         while (*p == ' ') p++;
     }
-    fprintf(f, ");\n}\n");
+    fprintf(f, "extern \"C\" void ck_emu_%s(void **a) {\n    ck_g_%s(*(int64_t *)a[0]", w->name, w->name);
+    for (int k = 0; k < nt; k++) fprintf(f, ", *(%s *)a[%d]", types[k], k + 1);
+    fprintf(f, ");\n}\nextern \"C\" int ck_emu_%s_sizes(size_t *s) {\n    s[0] = sizeof(int64_t);\n", w->name);
+    for (int k = 0; k < nt; k++) fprintf(f, "    s[%d] = sizeof(%s);\n", k + 1, types[k]);
+    fprintf(f, "    return %d;\n}\n", nt + 1);
 }
 
 ck_status ck_codegen_kernels_cu(FILE *f, const char *program, const char *model_c) {

@@ -26,6 +26,7 @@
  * with events: the exposed copy time. Every driver, NVRTC
  * and cuBLAS call is checked; an error names the call, its result and the node being run.
  */
+#define _GNU_SOURCE /* dlinfo */
 #include "cuda_impl.h"
 #include "ckrt_kernels_gpu.h"
 
@@ -36,6 +37,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +50,7 @@
 #define CK_CU_FNS(X)                                                                                                   \
     X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) X(cuDeviceGetName)     \
     X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuMemAlloc)    \
-    X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync)              \
+    X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoDAsync)              \
     X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemGetInfo) X(cuStreamCreate) X(cuStreamDestroy)                     \
     X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                  \
     X(cuEventElapsedTime) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)             \
@@ -58,6 +60,13 @@
 #define CK_XSTR_(x) CK_STR_(x) /* the versioned name cuda.h maps a call to: cuMemAlloc -> "cuMemAlloc_v2" */
 
 enum { N_EVENT_PAIRS = 256, N_USER_EVENTS = 16, MAX_KERNELS = 128, SCRATCH_BYTES = 1 << 20 };
+/* Device memory besides the arena and its scratch: cuBLAS's workspace, handed to it
+ * (cublasSetWorkspace) so that it never allocates on its own (32 MiB is what NVIDIA recommends
+ * for Hopper and newer, 4 MiB before), and a margin for what the context allocates behind the
+ * program's back (the module, kernels' stacks, the driver's own buffers), checked against
+ * cuMemGetInfo before the arena is allocated. */
+#define CUBLAS_WS_BYTES(sm) ((sm) >= 90 ? (int64_t)32 << 20 : (int64_t)4 << 20)
+#define DEVICE_MARGIN_BYTES ((int64_t)256 << 20)
 
 static struct {
     void *lib;
@@ -80,11 +89,14 @@ static struct {
     const void *bad_ptr;  /* a pointer outside the arena reached a kernel */
     void *pool;
     CUevent user[N_USER_EVENTS];
+    CUevent uploaded; /* recorded after the mirror's upload on the compute stream */
+    CUdeviceptr cublas_ws;
+    int64_t cublas_ws_bytes;
     CUevent copy_ev[N_EVENT_PAIRS][4]; /* compute ready, copy start, copy end, compute waits */
     int n_copy_ev;
     /* reloads the compute stream has not waited for yet: it waits before the first kernel that
      * gets a pointer into one (prefetches overlap the compute in between) */
-    struct { CUdeviceptr at; int64_t bytes; CUevent *ev; } pending[N_EVENT_PAIRS];
+    struct { CUdeviceptr at; int64_t bytes; CUevent *ev; unsigned waited; /* bit per stream */ } pending[N_EVENT_PAIRS];
     int n_pending;
     CUresult pending_err;
     int sm;
@@ -100,9 +112,11 @@ static double now_ms(void) {
 
 static int cu_fail(ckrt_ctx *c, CUresult r, const char *call) {
     const char *name = NULL, *text = NULL;
-    if (G.cuGetErrorName) G.cuGetErrorName(r, &name);
-    if (G.cuGetErrorString) G.cuGetErrorString(r, &text);
-    return ckrt_fail(c, CKRT_ERR_INTERNAL, "%s failed: %s (%s)", call, name ? name : "?", text ? text : "unknown error");
+    if (G.cuGetErrorName && G.cuGetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
+    if (G.cuGetErrorString && G.cuGetErrorString(r, &text) != CUDA_SUCCESS) text = NULL;
+    if (!name) /* a code this driver cannot name: the number is what a user can look up */
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "%s failed: CUresult %d (%s)", call, (int)r, text ? text : "the driver has no name for it");
+    return ckrt_fail(c, CKRT_ERR_INTERNAL, "%s failed: %s (%s)", call, name, text ? text : "no description");
 }
 /* Checks a driver call; the message names it. */
 #define CU(call)                                                        \
@@ -114,7 +128,7 @@ static int cu_fail(ckrt_ctx *c, CUresult r, const char *call) {
  * loader-time code trips memory checkers); BLAS(f, (args)) calls and checks it. */
 #define CK_BLAS_FNS(X) \
     X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasSetMathMode) X(cublasSgemm) X(cublasSgemmStridedBatched) \
-    X(cublasGetStatusString)
+    X(cublasGetStatusString) X(cublasSetWorkspace)
 static struct {
     void *lib;
 #define CK_BLAS_MEMBER_(f) __typeof__(f) *f;
@@ -131,9 +145,10 @@ static struct {
  * and relocate it at start-up (~30 MiB of resident memory). N.f(args) calls it. */
 #define CK_NVRTC_FNS(X)                                                                                    \
     X(nvrtcVersion) X(nvrtcCreateProgram) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) \
-    X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcDestroyProgram) X(nvrtcGetErrorString)
+    X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcDestroyProgram) X(nvrtcGetErrorString) \
+    X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs)
 static struct {
-    void *lib;
+    void *lib, *builtins;
 #define CK_NVRTC_MEMBER_(f) __typeof__(f) *f;
     CK_NVRTC_FNS(CK_NVRTC_MEMBER_)
 #undef CK_NVRTC_MEMBER_
@@ -145,10 +160,12 @@ static struct {
             return ckrt_fail(c, CKRT_ERR_INTERNAL, "%s failed: %s", #call, N.nvrtcGetErrorString(ck_n_)); \
     } while (0)
 
+/* $CKRT_CUDA_DRIVER names the driver library (default: libcuda.so.1 through the loader path). */
 static int load_driver(ckrt_ctx *c) {
     if (G.lib) return CKRT_OK;
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) return ckrt_fail(c, CKRT_ERR_USAGE, "no CUDA driver: cannot load libcuda.so.1 (%s)", dlerror());
+    const char *env = getenv("CKRT_CUDA_DRIVER"), *name = env && *env ? env : "libcuda.so.1";
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return ckrt_fail(c, CKRT_ERR_USAGE, "no CUDA driver: cannot load %s (%s)", name, dlerror());
 #define CK_CU_LOAD_(f)                                                                                        \
     if (!(*(void **)&G.f = dlsym(h, CK_XSTR_(f)))) {                                                          \
         dlclose(h);                                                                                           \
@@ -164,9 +181,18 @@ static int load_driver(ckrt_ctx *c) {
 #define CKRT_CUDA_LIBDIR "/usr/local/cuda/lib64"
 #endif
 
+/* Where NVRTC and cuBLAS are looked for first: $CKRT_CUDA_LIBDIR, else the toolkit libckrt was
+ * built with; then the loader path. */
+static const char *cuda_libdir(void) {
+    const char *e = getenv("CKRT_CUDA_LIBDIR");
+    return e && *e ? e : CKRT_CUDA_LIBDIR;
+}
+
 static int load_cublas(ckrt_ctx *c) {
     if (B.lib) return CKRT_OK;
-    const char *names[] = {CKRT_CUDA_LIBDIR "/libcublas.so." CK_XSTR_(CUBLAS_VER_MAJOR), "libcublas.so." CK_XSTR_(CUBLAS_VER_MAJOR)};
+    char names[2][4200];
+    snprintf(names[0], sizeof names[0], "%s/libcublas.so.%d", cuda_libdir(), CUBLAS_VER_MAJOR);
+    snprintf(names[1], sizeof names[1], "libcublas.so.%d", CUBLAS_VER_MAJOR);
     void *h = NULL;
     for (int i = 0; i < 2 && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!h) return ckrt_fail(c, CKRT_ERR_USAGE, "cannot load cuBLAS (%s): %s", names[1], dlerror());
@@ -181,13 +207,26 @@ static int load_cublas(ckrt_ctx *c) {
     return CKRT_OK;
 }
 
+/* NVRTC loads its builtins library (libnvrtc-builtins.so.M.m) by name when it compiles, which
+ * finds it only through the loader's cache or path: a toolkit outside them (a runfile install,
+ * a copy beside the program) would fail every compile. Loading it first from NVRTC's own
+ * directory makes that by-name lookup find the loaded copy. Best effort: without it, NVRTC
+ * searches as before. */
+static void preload_builtins(void *nvrtc) {
+    char dir[4096], path[4200];
+    int maj = 0, min = 0;
+    if (dlinfo(nvrtc, RTLD_DI_ORIGIN, dir) != 0 || N.nvrtcVersion(&maj, &min) != NVRTC_SUCCESS) return;
+    snprintf(path, sizeof path, "%s/libnvrtc-builtins.so.%d.%d", dir, maj, min);
+    if (!N.builtins) N.builtins = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
 static int load_nvrtc(ckrt_ctx *c) {
     if (N.lib) return CKRT_OK;
-    char names[4][256];
+    char names[4][4200];
     int major = CUDA_VERSION / 1000; /* libnvrtc.so.13 for CUDA 13.x, .12 for 12.x */
-    snprintf(names[0], sizeof names[0], "%s/libnvrtc.so.%d", CKRT_CUDA_LIBDIR, major);
+    snprintf(names[0], sizeof names[0], "%s/libnvrtc.so.%d", cuda_libdir(), major);
     snprintf(names[1], sizeof names[1], "libnvrtc.so.%d", major);
-    snprintf(names[2], sizeof names[2], "%s/libnvrtc.so", CKRT_CUDA_LIBDIR);
+    snprintf(names[2], sizeof names[2], "%s/libnvrtc.so", cuda_libdir());
     snprintf(names[3], sizeof names[3], "libnvrtc.so");
     void *h = NULL;
     for (int i = 0; i < 4 && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
@@ -200,6 +239,7 @@ static int load_nvrtc(ckrt_ctx *c) {
     CK_NVRTC_FNS(CK_NVRTC_LOAD_)
 #undef CK_NVRTC_LOAD_
     N.lib = h;
+    preload_builtins(h);
     return CKRT_OK;
 }
 
@@ -212,48 +252,102 @@ static uint64_t fnv1a(const void *data, size_t n) {
     return h;
 }
 
-int ckrt_cuda_compile(ckrt_ctx *c, const char *src, const char *name, int sm, char **log, void **cubin, size_t *cubin_bytes) {
+/* The compile options besides the architecture: part of the kernel cache's key. No FMA
+ * contraction: the bodies round as written, as they do on the CPU. */
+static const char *const nvrtc_options[] = {"--std=c++17", "--fmad=false", "--device-as-default-execution-space"};
+enum { N_NVRTC_OPTIONS = sizeof nvrtc_options / sizeof nvrtc_options[0] };
+
+/* Compiles src for sm_<arch> (a cubin) or, ptx set, compute_<arch> (PTX the driver JIT-compiles). */
+static int compile_for(ckrt_ctx *c, const char *src, const char *name, int arch, int ptx, char **log, void **image, size_t *bytes) {
     nvrtcProgram prog;
-    char arch[32];
-    snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", sm);
-    /* no FMA contraction: the bodies round as written, as they do on the CPU */
-    const char *opts[] = {arch, "--std=c++17", "--fmad=false", "--device-as-default-execution-space"};
-    *log = NULL, *cubin = NULL, *cubin_bytes = 0;
+    char opt[32];
+    snprintf(opt, sizeof opt, "--gpu-architecture=%s_%d", ptx ? "compute" : "sm", arch);
+    const char *opts[N_NVRTC_OPTIONS + 1] = {opt};
+    for (int i = 0; i < N_NVRTC_OPTIONS; i++) opts[i + 1] = nvrtc_options[i];
+    *log = NULL, *image = NULL, *bytes = 0;
     if (load_nvrtc(c)) return c->code;
     NVRTC(nvrtcCreateProgram(&prog, src, name, 0, NULL, NULL));
-    nvrtcResult r = N.nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
+    nvrtcResult r = N.nvrtcCompileProgram(prog, N_NVRTC_OPTIONS + 1, opts);
     size_t ln = 0;
     if (N.nvrtcGetProgramLogSize(prog, &ln) == NVRTC_SUCCESS && ln > 1 && (*log = malloc(ln))) {
         if (N.nvrtcGetProgramLog(prog, *log) != NVRTC_SUCCESS) (*log)[0] = 0;
     }
     int rc = CKRT_OK;
     if (r != NVRTC_SUCCESS) {
-        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcCompileProgram(%s, sm_%d) failed: %s\n%s", name, sm, N.nvrtcGetErrorString(r),
+        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcCompileProgram(%s, %s) failed: %s\n%s", name, opt + 19, N.nvrtcGetErrorString(r),
                        *log ? *log : "(no log)");
-    } else if (N.nvrtcGetCUBINSize(prog, cubin_bytes) != NVRTC_SUCCESS || !(*cubin = malloc(*cubin_bytes ? *cubin_bytes : 1)) ||
-               N.nvrtcGetCUBIN(prog, *cubin) != NVRTC_SUCCESS) {
-        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcGetCUBIN(%s, sm_%d) failed", name, sm);
+    } else if ((ptx ? N.nvrtcGetPTXSize(prog, bytes) : N.nvrtcGetCUBINSize(prog, bytes)) != NVRTC_SUCCESS || *bytes == 0 ||
+               !(*image = malloc(*bytes)) ||
+               (ptx ? N.nvrtcGetPTX(prog, *image) : N.nvrtcGetCUBIN(prog, *image)) != NVRTC_SUCCESS) {
+        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcGet%s(%s, %s) failed", ptx ? "PTX" : "CUBIN", name, opt + 19);
     }
     N.nvrtcDestroyProgram(&prog);
     if (rc) {
-        free(*cubin);
-        *cubin = NULL;
+        free(*image);
+        *image = NULL;
     }
     return rc;
 }
 
+int ckrt_cuda_compile(ckrt_ctx *c, const char *src, const char *name, int sm, char **log, void **cubin, size_t *cubin_bytes) {
+    return compile_for(c, src, name, sm, 0, log, cubin, cubin_bytes);
+}
+
+/* What to compile for a device of compute capability sm: a cubin for sm itself when NVRTC knows
+ * it; else PTX for the newest architecture NVRTC supports below sm, which the driver compiles for
+ * the device at load time (a GPU newer than this NVRTC); a GPU older than every architecture
+ * NVRTC supports cannot run its code. */
+static int pick_target(ckrt_ctx *c, int sm, int *arch, int *ptx) {
+    int n = 0, best = 0, lowest = INT_MAX;
+    if (load_nvrtc(c)) return c->code;
+    NVRTC(nvrtcGetNumSupportedArchs(&n));
+    int *v = malloc(sizeof *v * (size_t)(n > 0 ? n : 1));
+    if (!v) return ckrt_fail(c, CKRT_ERR_NOMEM, "out of memory");
+    nvrtcResult r = n > 0 ? N.nvrtcGetSupportedArchs(v) : NVRTC_SUCCESS;
+    for (int i = 0; i < n && r == NVRTC_SUCCESS; i++) {
+        if (v[i] == sm) best = sm;
+        if (v[i] < sm && v[i] > best && best != sm) best = v[i];
+        if (v[i] < lowest) lowest = v[i];
+    }
+    free(v);
+    if (r != NVRTC_SUCCESS) return ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcGetSupportedArchs failed: %s", N.nvrtcGetErrorString(r));
+    int maj = 0, min = 0;
+    N.nvrtcVersion(&maj, &min);
+    if (!best)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "the GPU is sm_%d, older than every architecture NVRTC %d.%d compiles for (the oldest is sm_%d); "
+                         "use a CUDA toolkit that still supports it, or --device cpu", sm, maj, min, n ? lowest : 0);
+    *arch = best, *ptx = best != sm;
+    return CKRT_OK;
+}
+
 #define CACHE_MAGIC "CKPTCKRN"
-#define CACHE_VERSION 1u
+#define CACHE_VERSION 2u
 typedef struct cache_header {
     char magic[8];
-    uint32_t version, arch;
-    uint64_t source_hash;
-    uint32_t nvrtc_major, nvrtc_minor;
+    uint32_t version, arch; /* arch: the target, sm_XY or (ptx set) compute_XY */
+    uint64_t source_hash, options_hash;
+    uint32_t nvrtc_major, nvrtc_minor, ptx, pad;
     uint64_t payload_bytes, payload_checksum;
 } cache_header;
 
-static void cache_path(char *out, size_t n, const char *dir, uint64_t hash, int sm, int maj, int min) {
-    snprintf(out, n, "%s/kernels-%016llx-sm_%d-nvrtc%d.%d.cubin", dir, (unsigned long long)hash, sm, maj, min);
+static void cache_path(char *out, size_t n, const char *dir, const cache_header *k) {
+    snprintf(out, n, "%s/kernels-%016llx-%s_%u-%08llx-nvrtc%u.%u.bin", dir, (unsigned long long)k->source_hash,
+             k->ptx ? "compute" : "sm", k->arch, (unsigned long long)(k->options_hash & 0xffffffffu), k->nvrtc_major, k->nvrtc_minor);
+}
+
+/* The kernel cache's directory: the program's own choice (ckrt_cuda_options.cache_dir), $XDG_CACHE_HOME/ckptc, then ~/.cache/ckptc
+ * with the home directory from $HOME or the password database. Never a shared directory: with
+ * no home, the cache is off (*dir empty) and every start compiles. */
+static void cache_dir(char *dir, size_t n, const char *option) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (!home || !*home) {
+        struct passwd *pw = getpwuid(getuid());
+        home = pw && pw->pw_dir && *pw->pw_dir && strcmp(pw->pw_dir, "/") != 0 ? pw->pw_dir : NULL;
+    }
+    if (option) snprintf(dir, n, "%s", option);
+    else if (xdg && *xdg) snprintf(dir, n, "%s/ckptc", xdg);
+    else if (home) snprintf(dir, n, "%s/.cache/ckptc", home);
+    else dir[0] = 0;
 }
 
 /* The cached cubin for the key, or NULL (missing, foreign or corrupt: recompiled and rewritten). */
@@ -263,7 +357,8 @@ static void *cache_read(const char *path, const cache_header *key, size_t *bytes
     cache_header h;
     void *buf = NULL;
     if (fread(&h, sizeof h, 1, f) == 1 && memcmp(h.magic, key->magic, 8) == 0 && h.version == key->version &&
-        h.arch == key->arch && h.source_hash == key->source_hash && h.nvrtc_major == key->nvrtc_major &&
+        h.arch == key->arch && h.source_hash == key->source_hash && h.options_hash == key->options_hash && h.ptx == key->ptx &&
+        h.nvrtc_major == key->nvrtc_major &&
         h.nvrtc_minor == key->nvrtc_minor && h.payload_bytes > 0 && h.payload_bytes < ((uint64_t)1 << 31) &&
         (buf = malloc((size_t)h.payload_bytes)) && fread(buf, 1, (size_t)h.payload_bytes, f) == h.payload_bytes &&
         fnv1a(buf, (size_t)h.payload_bytes) == h.payload_checksum) {
@@ -341,30 +436,37 @@ static int load_kernels(ckrt_ctx *c, const ckrt_cuda_options *o) {
         free(src);
         return ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcVersion failed: %s", N.nvrtcGetErrorString(nv));
     }
-    const char *home = getenv("HOME"), *xdg = getenv("XDG_CACHE_HOME");
-    if (o->cache_dir) snprintf(dir, sizeof dir, "%s", o->cache_dir);
-    else if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/ckptc", xdg);
-    else snprintf(dir, sizeof dir, "%s/.cache/ckptc", home && *home ? home : "/tmp");
+    int arch = 0, ptx = 0;
+    if (pick_target(c, G.sm, &arch, &ptx)) {
+        free(src);
+        return c->code;
+    }
+    if (ptx) { /* said where the device is described: the first line of output */
+        size_t len = strlen(G.desc);
+        snprintf(G.desc + len, sizeof G.desc - len, "; kernels as compute_%d PTX (NVRTC %d.%d has no sm_%d)", arch, maj, min, G.sm);
+    }
+    cache_dir(dir, sizeof dir, o->cache_dir);
     cache_header key;
     memset(&key, 0, sizeof key);
     memcpy(key.magic, CACHE_MAGIC, 8);
-    key.version = CACHE_VERSION, key.arch = (uint32_t)G.sm, key.source_hash = fnv1a(src, strlen(src));
+    key.version = CACHE_VERSION, key.arch = (uint32_t)arch, key.ptx = (uint32_t)ptx, key.source_hash = fnv1a(src, strlen(src));
+    for (int i = 0; i < N_NVRTC_OPTIONS; i++) key.options_hash = key.options_hash * 31 + fnv1a(nvrtc_options[i], strlen(nvrtc_options[i]));
     key.nvrtc_major = (uint32_t)maj, key.nvrtc_minor = (uint32_t)min;
-    cache_path(cpath, sizeof cpath, dir, key.source_hash, G.sm, maj, min);
+    cache_path(cpath, sizeof cpath, dir, &key);
     size_t bytes = 0;
-    void *cubin = cache_read(cpath, &key, &bytes);
+    void *cubin = dir[0] ? cache_read(cpath, &key, &bytes) : NULL;
     G.st.cache_hit = cubin != NULL;
     if (!cubin) {
         char *log = NULL;
         double t0 = now_ms();
-        int rc = ckrt_cuda_compile(c, src, path, G.sm, &log, &cubin, &bytes);
+        int rc = compile_for(c, src, path, arch, ptx, &log, &cubin, &bytes);
         G.st.compile_ms = now_ms() - t0;
         free(log);
         if (rc) {
             free(src);
             return rc;
         }
-        cache_write(dir, cpath, key, cubin, bytes);
+        if (dir[0]) cache_write(dir, cpath, key, cubin, bytes);
     }
     free(src);
     CUresult r = G.cuModuleLoadData(&G.mod, cubin);
@@ -375,20 +477,32 @@ static int load_kernels(ckrt_ctx *c, const ckrt_cuda_options *o) {
 
 /* ---------------------------------------------------------------- the device layer (cuda_impl.h) */
 
+/* The mirror's bytes to the device, ordered before everything after it on every stream: the
+ * copy is enqueued on the compute stream (from pageable memory the driver stages the bytes
+ * before it returns), and the other streams wait for it. Not cuMemcpyHtoD: that runs on the
+ * legacy NULL stream, which the non-blocking streams do not wait for, and may return before
+ * its transfer lands. */
 static int upload_if_dirty(ckrt_ctx *c) {
     if (!G.dirty) return CKRT_OK;
     G.dirty = 0;
-    CU(cuMemcpyHtoD(G.arena, G.mirror, (size_t)G.arena_bytes));
+    CU(cuMemcpyHtoDAsync(G.arena, G.mirror, (size_t)G.arena_bytes, G.stream[0]));
+    CU(cuEventRecord(G.uploaded, G.stream[0]));
+    for (int s = 1; s < 3; s++) CU(cuStreamWaitEvent(G.stream[s], G.uploaded, 0));
     return CKRT_OK;
 }
 
-/* The compute stream waits for pending reload k (its data is about to be used) from here on. */
-static void wait_pending(int k) {
+/* Stream s waits for pending reload k, whose bytes it is about to use (the stream kernels go
+ * to: the compute stream, or the communication stream during an exchange). The entry stays
+ * until settle_copies, so that each stream that uses the bytes waits for them. */
+static void wait_pending(int k, int s) {
+    unsigned bit = 1u << s;
+    if (G.pending[k].waited & bit) return;
     CUevent *ev = G.pending[k].ev;
-    CUresult r = G.cuEventRecord(ev[3], G.stream[0]);
-    if (r == CUDA_SUCCESS) r = G.cuStreamWaitEvent(G.stream[0], ev[2], 0);
+    CUresult r = CUDA_SUCCESS;
+    if (!G.pending[k].waited) r = G.cuEventRecord(ev[3], G.stream[s]); /* the exposed copy time starts at the first wait */
+    if (r == CUDA_SUCCESS) r = G.cuStreamWaitEvent(G.stream[s], ev[2], 0);
     if (r != CUDA_SUCCESS && G.pending_err == CUDA_SUCCESS) G.pending_err = r;
-    G.pending[k] = G.pending[--G.n_pending];
+    G.pending[k].waited |= bit;
 }
 
 ckrt_dptr ckrt_cu_ptr(ckrt_ctx *c, const void *p) {
@@ -397,8 +511,8 @@ ckrt_dptr ckrt_cu_ptr(ckrt_ctx *c, const void *p) {
     const unsigned char *b = p;
     if (G.mirror && b >= G.mirror && b <= G.mirror + G.arena_bytes) {
         CUdeviceptr d = G.arena + (CUdeviceptr)(b - G.mirror);
-        for (int k = G.n_pending - 1; k >= 0; k--)
-            if (d >= G.pending[k].at && d < G.pending[k].at + (CUdeviceptr)G.pending[k].bytes) wait_pending(k);
+        for (int k = 0; k < G.n_pending; k++)
+            if (d >= G.pending[k].at && d < G.pending[k].at + (CUdeviceptr)G.pending[k].bytes) wait_pending(k, G.cur);
         return (ckrt_dptr)d;
     }
     G.bad_ptr = p;
@@ -472,11 +586,12 @@ int ckrt_cu_memset0(ckrt_ctx *c, ckrt_dptr p, int64_t bytes) {
     return CKRT_OK;
 }
 
+/* On the stream that produced the bytes (G.cur), then waited for: the copy is complete on return. */
 int ckrt_cu_read(ckrt_ctx *c, void *dst, ckrt_dptr src, int64_t bytes) {
     CKRT_TRY(check_ptrs(c));
     if (bytes <= 0) return CKRT_OK;
-    CU(cuStreamSynchronize(G.stream[0]));
-    CU(cuMemcpyDtoH(dst, src, (size_t)bytes));
+    CU(cuMemcpyDtoHAsync(dst, src, (size_t)bytes, G.stream[G.cur]));
+    CU(cuStreamSynchronize(G.stream[G.cur]));
     return CKRT_OK;
 }
 
@@ -488,20 +603,32 @@ ckrt_dptr ckrt_cu_scratch(ckrt_ctx *c, int64_t *bytes) {
 
 /* ---------------------------------------------------------------- backend hooks */
 
+/* One device allocation: the arena (with the guard zone ckrt_main asks for), the loss scratch,
+ * cuBLAS's workspace. It must fit with DEVICE_MARGIN_BYTES to spare: a plan near the device's
+ * size is refused here, in one line, rather than failing later inside cuBLAS or a launch. */
 static int be_arena_alloc(ckrt_ctx *c, int64_t bytes, unsigned char **out) {
     if (G.mirror) return ckrt_fail(c, CKRT_ERR_INTERNAL, "the CUDA arena is allocated once");
     size_t n = (size_t)(bytes ? bytes : CKRT_ALIGN);
+    int64_t ws = CUBLAS_WS_BYTES(G.sm), at_ws = ((int64_t)n + 255) / 256 * 256 + SCRATCH_BYTES;
+    size_t dev_bytes = (size_t)(at_ws + ws), free_b = 0, total = 0;
+    CU(cuMemGetInfo(&free_b, &total));
+    if ((int64_t)dev_bytes + DEVICE_MARGIN_BYTES > (int64_t)free_b)
+        return ckrt_fail(c, CKRT_ERR_NOMEM, "the GPU has %.1f MiB free of %.1f MiB; this program needs %.1f MiB there: the arena "
+                         "%lld bytes + %d MiB for cuBLAS and the loss + a margin of %lld MiB for the CUDA context",
+                         (double)free_b / 1048576, (double)total / 1048576, (double)(dev_bytes + DEVICE_MARGIN_BYTES) / 1048576,
+                         (long long)n, (int)((ws + SCRATCH_BYTES) >> 20), (long long)(DEVICE_MARGIN_BYTES >> 20));
     void *m = NULL;
     if (posix_memalign(&m, CKRT_ALIGN, (n + CKRT_ALIGN - 1) / CKRT_ALIGN * CKRT_ALIGN) != 0)
         return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate the arena's host mirror: %lld bytes", (long long)bytes);
-    size_t dev_bytes = (n + 255) / 256 * 256 + SCRATCH_BYTES;
     CUresult r = G.cuMemAlloc(&G.arena, dev_bytes);
     if (r != CUDA_SUCCESS) {
         free(m);
         cu_fail(c, r, "cuMemAlloc");
-        return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate the arena on the GPU: %lld bytes (%s)", (long long)dev_bytes, c->msg);
+        return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate %lld bytes on the GPU (%s)", (long long)dev_bytes, c->msg);
     }
     G.mirror = m, G.arena_bytes = (int64_t)n, G.dirty = 1;
+    G.cublas_ws = G.arena + (CUdeviceptr)at_ws, G.cublas_ws_bytes = ws;
+    BLAS(cublasSetWorkspace, (G.blas, (void *)(uintptr_t)G.cublas_ws, (size_t)ws));
     *out = m;
     return CKRT_OK;
 }
@@ -560,6 +687,7 @@ static int copy_async(ckrt_ctx *c, void *dst, const void *src, int64_t bytes, in
     } else { /* a prefetch: waited for where a kernel first gets a pointer into it (ckrt_cu_ptr) */
         G.pending[G.n_pending].at = ckrt_cu_ptr(c, dst);
         G.pending[G.n_pending].bytes = bytes;
+        G.pending[G.n_pending].waited = 0;
         G.pending[G.n_pending++].ev = ev;
     }
     G.st.copy_bytes += bytes;
@@ -599,7 +727,9 @@ static int be_set_stream(ckrt_ctx *c, int stream) {
 /* Adds up the copies' timings: the copy itself (start -> end) and what the compute stream waited
  * (from where it starts waiting to the copy's end, when the copy ends later). */
 static int settle_copies(ckrt_ctx *c) {
-    while (G.n_pending) wait_pending(G.n_pending - 1); /* waited for by nobody: the wait point is now */
+    for (int k = 0; k < G.n_pending; k++)
+        if (!G.pending[k].waited) wait_pending(k, 0); /* waited for by nobody: the wait point is now */
+    G.n_pending = 0;
     CKRT_TRY(check_ptrs(c));
     CU(cuStreamSynchronize(G.stream[2]));
     CU(cuStreamSynchronize(G.stream[1]));
@@ -619,15 +749,16 @@ static int be_synchronize(ckrt_ctx *c) {
     return settle_copies(c);
 }
 
-/* The host mirror's bytes [offset, offset + bytes) from the device (after synchronize). */
+/* The host mirror's bytes [offset, offset + bytes) from the device, once every stream is done. */
 static int be_to_host(ckrt_ctx *c, int64_t offset, int64_t bytes) {
-    CKRT_TRY(check_ptrs(c));
+    CKRT_TRY(settle_copies(c));
     if (bytes < 0) offset = 0, bytes = G.arena_bytes;
     if (offset < 0 || offset + bytes > G.arena_bytes)
         return ckrt_fail(c, CKRT_ERR_INTERNAL, "host view of bytes [%lld, %lld) outside the arena", (long long)offset,
                          (long long)(offset + bytes));
     double t0 = now_ms();
-    CU(cuMemcpyDtoH(G.mirror + offset, G.arena + (CUdeviceptr)offset, (size_t)bytes));
+    CU(cuMemcpyDtoHAsync(G.mirror + offset, G.arena + (CUdeviceptr)offset, (size_t)bytes, G.stream[0]));
+    CU(cuStreamSynchronize(G.stream[0]));
     G.st.mirror_ms += now_ms() - t0;
     return CKRT_OK;
 }
@@ -694,6 +825,7 @@ static int open_device(ckrt_ctx *c, const ckrt_cuda_options *o) {
     CU(cuCtxSetCurrent(G.ctx));
     for (int s = 0; s < 3; s++) CU(cuStreamCreate(&G.stream[s], CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < N_USER_EVENTS; i++) CU(cuEventCreate(&G.user[i], CU_EVENT_DISABLE_TIMING));
+    CU(cuEventCreate(&G.uploaded, CU_EVENT_DISABLE_TIMING));
     for (int i = 0; i < N_EVENT_PAIRS; i++)
         for (int k = 0; k < 4; k++) CU(cuEventCreate(&G.copy_ev[i][k], CU_EVENT_DEFAULT));
     CKRT_TRY(load_kernels(c, o));
@@ -725,6 +857,7 @@ void ckrt_cuda_close(ckrt_ctx *c) {
     if (G.mod) G.cuModuleUnload(G.mod);
     for (int i = 0; i < N_USER_EVENTS; i++)
         if (G.user[i]) G.cuEventDestroy(G.user[i]);
+    if (G.uploaded) G.cuEventDestroy(G.uploaded);
     for (int i = 0; i < N_EVENT_PAIRS; i++)
         for (int k = 0; k < 4; k++)
             if (G.copy_ev[i][k]) G.cuEventDestroy(G.copy_ev[i][k]);

@@ -267,6 +267,7 @@ static int cu_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const 
                    const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
     conv_geom g;
     CKRT_TRY(geom(c, nsp, in_sp, out_sp, k, strides, pads_begin, NULL, dilations, &g));
+    if (N * M * g.out_n == 0) return CKRT_OK; /* an empty output: no GEMM (cuBLAS refuses a leading dimension of 0) */
     /* ckrt_conv's direct case also needs unit strides; with in == out and k == 1 they are */
     if (!g.direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv needs a workspace but none was planned");
     int64_t Cg = C / group, Mg = M / group, R = Cg * g.taps;

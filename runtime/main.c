@@ -637,7 +637,7 @@ static void system_limit(char *buf, size_t n) {
 static int alloc_memory(run *r) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
-    char need[200], b1[64], b2[64], lim[160];
+    char need[200], b1[64], b2[64], lim[sizeof c->msg];
     int64_t total = p->arena_bytes + p->host_bytes;
     if (p->host_bytes > 0)
         snprintf(need, sizeof need, "%s: arena %lld + host pool %lld bytes", bytes_str(b1, sizeof b1, total),
@@ -649,7 +649,9 @@ static int alloc_memory(run *r) {
                          "(ckptc --checkpoint=blocks, or --checkpoint=budget:SIZE) to plan less", need,
                          bytes_str(b2, sizeof b2, r->mem_limit));
     if (c->be->arena_alloc(c, p->arena_bytes + GUARD_BYTES, &c->arena)) {
-        system_limit(lim, sizeof lim);
+        /* a device backend says what its memory holds; the host's limits say nothing there */
+        if (c->be->to_host) snprintf(lim, sizeof lim, "%s", c->msg);
+        else system_limit(lim, sizeof lim);
         return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate the arena in %s memory: the plan needs %s; %s", c->be->name, need, lim);
     }
     c->arena_bytes = p->arena_bytes;

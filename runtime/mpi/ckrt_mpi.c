@@ -13,8 +13,10 @@
  * headers and a CPU run never loads it. The communicator is bootstrapped over MPI (rank 0's
  * unique id broadcast); the control plane (agreement, losses, checksums) stays on MPI. The
  * exchange keeps dp.c's deterministic algorithm: the all-to-all is a group of ncclSend/ncclRecv
- * pairs, the gather another, both on the compute stream, so they are ordered after the kernels
- * that packed the bucket and before the kernel that sums it, with no events. ncclAllReduce is
+ * pairs, the gather another, both on the stream the backend runs its kernels on at that moment
+ * (current_stream: the communication stream during an exchange, the compute stream otherwise), so
+ * they are ordered after the kernels that packed the bucket and before the kernel that sums it
+ * with no events of their own; the backend's events order that stream against the compute stream. ncclAllReduce is
  * not used: its summation order depends on the topology and the algorithm NCCL picks.
  *
  * Counts are int in MPI: dp.c keeps every message under the planned bucket (at most 1 GiB).

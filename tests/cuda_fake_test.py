@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""The real CUDA backend (libckrt's runtime/cuda_driver.c and cuda_ops.c) on the CPU, against
+tests/fake_cuda.c standing in for the driver, cuBLAS and NVRTC.
+
+  cuda_fake_test.py CKPTC SAMPLES WORK FAKE_DIR BUILTINS_LIB
+
+The programs are the ordinary ones (linked against libckrt); the environment points the backend
+at FAKE_DIR (CKRT_CUDA_DRIVER, CKRT_CUDA_LIBDIR), which is on no loader path. The fake runs a
+stream's work only when the program's own synchronization demands it (CKRT_FAKE_CUDA_SEED=0)
+or in seeded random legal orders (1, 2, 3), so a kernel that is not ordered after the bytes it
+reads sees device garbage and the run differs from the CPU. Checked:
+  1. ordering: every sample (training, and --checkpoint=blocks --offload: the copy stream)
+     matches the CPU backend (losses and step-2 gradients within 1e-5 relative; the kernels are
+     the same bodies, built by g++ instead of gcc) under each seed; planned == measured peak;
+  2. the kernel cache: a second start loads the compiled kernels instead of compiling;
+  3. NVRTC's builtins library is found beside NVRTC although no loader path has it;
+  4. architectures: a GPU newer than every architecture NVRTC knows runs PTX for the newest one
+     (the first line says so); an older one is refused with exit 2 and a message;
+  5. a plan that does not fit the device's free memory with the backend's margin is refused at
+     start-up, exit 2, in one line that gives the figures.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+SAMPLES = os.environ.get("CK_FAKE_SAMPLES", "mlp gpt bert resnet gpt4").split()
+VARIANTS = [("train", []), ("blocks+offload", ["--checkpoint=blocks", "--offload"])]
+SEEDS = [0, 1, 2, 3]
+TOL = 1e-5
+
+
+def run(cmd, env=None, expect=0):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    if expect is not None and r.returncode != expect:
+        raise SystemExit(f"FAIL: {' '.join(cmd)}: exit {r.returncode} (expected {expect})\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
+    return r
+
+
+def dims_of(samples, name):
+    with open(os.path.join(samples, name + ".json")) as f:
+        d = json.load(f).get("dims", {}) or {}
+    return [x for k, v in d.items() for x in ("--dim", f"{k}={v}")]
+
+
+def npys(d):
+    import numpy as np
+    return {f[:-4]: np.load(os.path.join(d, f)) for f in sorted(os.listdir(d)) if f.endswith(".npy")}
+
+
+def rel(a, b):
+    import numpy as np
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return float("inf")
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-6)) if b.size else 0.0
+
+
+def main():
+    ckptc, samples, work, fake, builtins = sys.argv[1:6]
+    shutil.rmtree(work, ignore_errors=True)  # a fresh kernel cache: part 2 needs the first start to compile
+    os.makedirs(work)
+    if os.path.dirname(os.path.abspath(builtins)) != os.path.abspath(fake):
+        raise SystemExit(f"FAIL: the builtins library {builtins} must sit beside the fake NVRTC in {fake}")
+    for var in ("LD_LIBRARY_PATH",):
+        if fake in os.environ.get(var, ""):
+            raise SystemExit(f"FAIL: {var} holds {fake}: the loader test would prove nothing")
+    env = dict(os.environ, CKRT_CUDA_DRIVER=os.path.join(fake, "libcuda.so.1"), CKRT_CUDA_LIBDIR=fake,
+               XDG_CACHE_HOME=os.path.join(work, "cache"))
+    env.pop("CKRT_FAKE_CUDA_SEED", None)
+    bad = 0
+    progs = {}
+    # 1. ordering, every seed
+    for name in SAMPLES:
+        for vname, flags in VARIANTS:
+            d = os.path.join(work, f"{name}-{vname}")
+            run([ckptc, os.path.join(samples, name + ".onnx"), *dims_of(samples, name), *flags, "-o", d])
+            run(["make", "-s", "-C", d])
+            progs[(name, vname)] = d
+            out = os.path.join(d, "grads-cpu")
+            rep = os.path.join(d, "report-cpu.json")
+            run([os.path.join(d, "trainer"), "--device", "cpu", "--steps", "2", "--dump-grads", out, "--report", rep])
+            ref_losses, ref = json.load(open(rep))["losses"], npys(out)
+            for seed in SEEDS:
+                out = os.path.join(d, f"grads-fake{seed}")
+                rep = os.path.join(d, f"report-fake{seed}.json")
+                r = run([os.path.join(d, "trainer"), "--device", "cuda", "--steps", "2", "--dump-grads", out, "--report", rep],
+                        dict(env, CKRT_FAKE_CUDA_SEED=str(seed)), expect=None)
+                if r.returncode != 0:
+                    print(f"{name:7s} {vname:15s} seed {seed}: FAIL exit {r.returncode}: {r.stderr.strip()[-400:]}")
+                    bad += 1
+                    continue
+                first = r.stdout.splitlines()[0]
+                rg = json.load(open(rep))
+                got = npys(out)
+                le = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(rg["losses"], ref_losses))
+                ge = max([rel(got[k], v) for k, v in ref.items() if k in got] or [0.0])
+                ok = (first.startswith("device: cuda (fake GPU") and le <= TOL and ge <= TOL and set(got) == set(ref)
+                      and rg["planned_peak_bytes"] == rg["measured_peak_bytes"])
+                bad += not ok
+                print(f"{name:7s} {vname:15s} seed {seed}: loss rel {le:.1e} grads rel {ge:.1e} ({len(ref)} tensors) "
+                      f"planned {rg['planned_peak_bytes']} measured {rg['measured_peak_bytes']} "
+                      f"cache {'hit' if rg['device']['kernel_cache_hit'] else 'compiled'}  {'ok' if ok else 'FAIL'}", flush=True)
+    if bad:
+        raise SystemExit(f"FAIL: {bad} run(s) of the CUDA backend on the fake driver differ from the CPU or failed")
+    print(f"ok 1: {len(progs) * len(SEEDS)} runs of the real CUDA backend under adversarial stream orders match the CPU")
+
+    # 2. the kernel cache: seed 0 compiled (first start), later seeds loaded it
+    reps = [json.load(open(os.path.join(progs[("mlp", "train")], f"report-fake{s}.json"))) for s in SEEDS] if ("mlp", "train") in progs else []
+    if reps and (reps[0]["device"]["kernel_cache_hit"] or not reps[-1]["device"]["kernel_cache_hit"]):
+        raise SystemExit("FAIL: the first start should compile and the later ones hit the kernel cache")
+    print("ok 2: the first start compiled kernels.cu, later starts loaded it from the cache")
+
+    # 3. the builtins library: beside NVRTC, on no loader path, and compiles worked
+    print(f"ok 3: NVRTC's builtins ({os.path.basename(builtins)}) found beside NVRTC; LD_LIBRARY_PATH does not hold {fake}")
+
+    d = progs.get(("mlp", "train")) or next(iter(progs.values()))
+    prog = os.path.join(d, "trainer")
+    # 4. a GPU NVRTC does not know: PTX for the newest architecture below it; an older one: refused
+    new = dict(env, CKRT_FAKE_CUDA_SM="121", CKRT_FAKE_NVRTC_ARCHS="75,80,90", XDG_CACHE_HOME=os.path.join(work, "cache-arch"))
+    r = run([prog, "--device", "cuda", "--steps", "1"], new)
+    first = r.stdout.splitlines()[0]
+    if "compute_90 PTX" not in first:
+        raise SystemExit(f"FAIL: an sm_121 GPU with NVRTC up to sm_90 should run compute_90 PTX: {first!r}")
+    r2 = run([prog, "--device", "cuda", "--steps", "1"], new)
+    if "from the cache" not in r2.stdout:
+        raise SystemExit("FAIL: the PTX was not taken from the cache on the second start\n" + r2.stdout)
+    old = dict(new, CKRT_FAKE_CUDA_SM="70")
+    r = run([prog, "--device", "cuda", "--steps", "1"], old, expect=2)
+    if "older than every architecture" not in r.stderr:
+        raise SystemExit(f"FAIL: an sm_70 GPU should be refused saying why: {r.stderr!r}")
+    print(f"ok 4: {first}; sm_70: {r.stderr.strip()}")
+
+    # 5. a plan that does not fit: the device holds the context (300 MiB in the fake) + the arena,
+    # but not cuBLAS's workspace and the margin
+    arena = json.load(open(os.path.join(d, "report-cpu.json")))["planned_peak_bytes"]
+    small = dict(env, CKRT_FAKE_CUDA_MEM=str((300 << 20) + arena + (64 << 20)))
+    r = run([prog, "--device", "cuda", "--steps", "1"], small, expect=2)
+    lines = r.stderr.strip().splitlines()
+    if len(lines) != 1 or "free of" not in lines[0] or "margin" not in lines[0]:
+        raise SystemExit(f"FAIL: a plan over the device's memory should be refused in one line: {r.stderr!r}")
+    print("ok 5: " + lines[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

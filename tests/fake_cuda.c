@@ -1,0 +1,751 @@
+/* fake_cuda.c — a stand-in for the CUDA driver (libcuda.so.1), cuBLAS and NVRTC on the CPU, so
+ * that the real CUDA backend (runtime/cuda_driver.c and cuda_ops.c, unchanged, in the real
+ * libckrt) runs end to end on a machine without a GPU, and an ordering mistake in it fails a test.
+ *
+ * One library, libfakecuda.so, is installed in a directory under three names (libcuda.so.1,
+ * libcublas.so.N, libnvrtc.so.N; the trainer finds them through CKRT_CUDA_DRIVER and
+ * CKRT_CUDA_LIBDIR) and implements what the backend calls, with the toolkit's own prototypes
+ * (cuda.h, cublas_v2.h, nvrtc.h: a signature mismatch fails to compile). Device memory is host
+ * memory; "NVRTC" compiles kernels.cu with g++ and tests/cuda_emu_shim.h into a shared object,
+ * which is the "cubin" (or "PTX") that cuModuleLoadData loads; a launch runs every thread of its
+ * grid and checks that the grid-stride loop visited each work item exactly once; cuBLAS is
+ * OpenBLAS's column-major sgemm.
+ *
+ * What makes it a test: nothing runs when it is enqueued. Each stream is a queue; work runs only
+ * when something demands it (a stream synchronize, a synchronous copy, an event another stream
+ * waits for) and then only what that needs, so a missing event or a copy on the wrong stream
+ * lets a kernel read bytes that have not arrived (or that were already overwritten). The copies
+ * follow the driver API's documented behaviour: a synchronous cuMemcpyHtoD from pageable memory
+ * returns once the bytes are staged, and its transfer is NULL-stream work, which non-blocking
+ * streams never wait for; kernel arguments and pageable sources are captured when enqueued.
+ * CKRT_FAKE_CUDA_SEED=K (K > 0) also runs, before each op, other streams' runnable work at
+ * random (seeded, so a failure reproduces): legal orders the program did not intend. 0 (the
+ * default) is the laziest order, NULL-stream work last.
+ *
+ * Other knobs (environment): CKRT_FAKE_CUDA_SM (compute capability, default 90),
+ * CKRT_FAKE_CUDA_MEM (device bytes, default 80 GiB), CKRT_FAKE_NVRTC_ARCHS (the architectures
+ * "NVRTC" supports, default 75,80,86,89,90,100,120). Rules it enforces besides ordering: a GEMM
+ * needs a workspace set with cublasSetWorkspace inside device memory (else cuBLAS would allocate
+ * memory outside the plan); compiling needs libnvrtc-builtins.so.M.99 already loaded or on the
+ * loader path (as the real NVRTC, which opens it by name; this NVRTC says it is version M.99, so
+ * that a real toolkit's builtins in the loader's cache cannot stand in); a cubin loads only on its own
+ * architecture's major version, PTX (compute_XY) on any device of XY or newer. Errors print one
+ * line on stderr prefixed "fake cuda:" and are returned as the real libraries would.
+ */
+#define _GNU_SOURCE
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <nvrtc.h>
+
+#include <cblas.h>
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef FAKE_CXX
+#define FAKE_CXX "g++"
+#endif
+#ifndef FAKE_NVRTC_MINOR
+#define FAKE_NVRTC_MINOR 99
+#endif
+#ifndef FAKE_SHIM_DIR
+#define FAKE_SHIM_DIR "."
+#endif
+
+enum { MAX_ARGS = 40, MAX_ALLOCS = 64, CONTEXT_BYTES = 300 << 20 };
+
+static void say(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "fake cuda: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---------------------------------------------------------------- memory */
+
+typedef struct { unsigned char *p; size_t bytes; int pinned; } alloc;
+static struct {
+    int inited, sm, sticky;
+    uint64_t seed;
+    size_t total, used;
+    alloc a[MAX_ALLOCS];
+    struct CUstream_st *streams[16];
+    int n_streams;
+    uint64_t clock;
+} F;
+
+static alloc *find_alloc(const void *p, size_t bytes, int pinned) {
+    const unsigned char *b = p;
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (F.a[i].p && F.a[i].pinned == pinned && b >= F.a[i].p && b + bytes <= F.a[i].p + F.a[i].bytes) return &F.a[i];
+    return NULL;
+}
+static int is_device(CUdeviceptr d, size_t bytes) { return find_alloc((const void *)(uintptr_t)d, bytes, 0) != NULL; }
+static int is_pinned(const void *p, size_t bytes) { return find_alloc(p, bytes, 1) != NULL; }
+
+static void init_once(void) {
+    if (F.inited) return;
+    F.inited = 1;
+    const char *e = getenv("CKRT_FAKE_CUDA_SM");
+    F.sm = e ? atoi(e) : 90;
+    e = getenv("CKRT_FAKE_CUDA_MEM");
+    F.total = e ? (size_t)strtoull(e, NULL, 10) : (size_t)80 << 30;
+    F.used = CONTEXT_BYTES;
+    e = getenv("CKRT_FAKE_CUDA_SEED");
+    F.seed = e ? strtoull(e, NULL, 10) : 0;
+}
+
+/* ---------------------------------------------------------------- streams, ops, events */
+
+typedef void (*thunk_fn)(void **a);
+typedef int (*sizes_fn)(size_t *s);
+struct CUmod_st {
+    void *so;
+    struct { unsigned x, y, z; } *bidx, *tidx, *bdim, *gdim;
+    int64_t **counts, *count_n;
+};
+struct CUfunc_st {
+    struct CUmod_st *mod;
+    char name[80];
+    thunk_fn thunk;
+    int nargs;
+    size_t sizes[MAX_ARGS];
+};
+
+enum { OP_KERNEL, OP_GEMM, OP_COPY, OP_MEMSET, OP_RECORD, OP_WAIT };
+typedef struct op {
+    int kind;
+    struct CUfunc_st *f;
+    unsigned grid;
+    unsigned char *args; /* the arguments' bytes, captured at enqueue time */
+    void *dst;
+    const void *src;
+    unsigned char *staged; /* a pageable source, captured at enqueue time */
+    size_t bytes;
+    struct CUevent_st *ev;
+    struct CUstream_st *dep; /* OP_WAIT: runnable once dep has run dep_pos ops */
+    uint64_t dep_pos;
+    struct { int ta, tb, m, n, k, lda, ldb, ldc, batch; float alpha, beta; long long sa, sb, sc; const float *a, *b; float *c; } g;
+} op;
+
+struct CUstream_st {
+    op *q;
+    uint64_t n, done, cap; /* ops enqueued, ops run */
+    unsigned flags;
+    int id;
+};
+struct CUevent_st {
+    struct CUstream_st *s; /* the last record: complete once s has run pos ops */
+    uint64_t pos, tick;
+    int recorded;
+};
+
+static struct CUstream_st null_stream = {.id = 0};
+
+static struct CUstream_st *S(CUstream s) { return s ? s : &null_stream; }
+
+/* A ring of the ops not yet run, indexed by their position in the stream. */
+static void push(struct CUstream_st *s, op o) {
+    if (s->n - s->done == s->cap) {
+        uint64_t cap = s->cap * 2 + 64;
+        op *q = malloc(sizeof *q * cap);
+        if (!q) abort();
+        for (uint64_t i = s->done; i < s->n; i++) q[i % cap] = s->q[i % s->cap];
+        free(s->q);
+        s->q = q, s->cap = cap;
+    }
+    s->q[s->n % s->cap] = o;
+    s->n++;
+}
+
+static void run_one(struct CUstream_st *s);
+static void advance(struct CUstream_st *s, uint64_t pos);
+
+static uint64_t rnd(void) {
+    F.seed ^= F.seed << 13, F.seed ^= F.seed >> 7, F.seed ^= F.seed << 17;
+    return F.seed;
+}
+
+static int head_ready(struct CUstream_st *s) {
+    if (s->done == s->n) return 0;
+    op *o = &s->q[s->done % s->cap];
+    return o->kind != OP_WAIT || o->dep->done >= o->dep_pos;
+}
+
+/* Seeded: before an op runs, perhaps run the head of another stream that may legally run now. */
+static void perturb(struct CUstream_st *self) {
+    if (!F.seed || rnd() % 3) return;
+    int k = (int)(rnd() % (uint64_t)(F.n_streams + 1));
+    struct CUstream_st *o = k == F.n_streams ? &null_stream : F.streams[k];
+    if (o && o != self && head_ready(o)) run_one(o);
+}
+
+/* Runs s's ops until it has run pos of them (each waits for what it depends on). */
+static void advance(struct CUstream_st *s, uint64_t pos) {
+    while (s->done < pos) {
+        op *o = &s->q[s->done % s->cap];
+        if (o->kind == OP_WAIT && o->dep->done < o->dep_pos) advance(o->dep, o->dep_pos);
+        perturb(s);
+        if (s->done < pos) run_one(s);
+    }
+}
+
+static void launch(op *o);
+
+static void run_one(struct CUstream_st *s) {
+    op o = s->q[s->done % s->cap];
+    if (o.kind == OP_WAIT && o.dep->done < o.dep_pos) return;
+    s->done++; /* first: a recursive perturb must not run it twice */
+    switch (o.kind) {
+    case OP_KERNEL: launch(&o); free(o.args); break;
+    case OP_GEMM:
+        for (int i = 0; i < o.g.batch; i++)
+            cblas_sgemm(CblasColMajor, o.g.ta ? CblasTrans : CblasNoTrans, o.g.tb ? CblasTrans : CblasNoTrans, o.g.m, o.g.n, o.g.k,
+                        o.g.alpha, o.g.a + i * o.g.sa, o.g.lda, o.g.b + i * o.g.sb, o.g.ldb, o.g.beta, o.g.c + i * o.g.sc, o.g.ldc);
+        break;
+    case OP_COPY: memcpy(o.dst, o.staged ? o.staged : o.src, o.bytes); free(o.staged); break;
+    case OP_MEMSET: memset(o.dst, 0, o.bytes); break;
+    case OP_RECORD: o.ev->tick = ++F.clock; break;
+    case OP_WAIT: break;
+    }
+    F.clock++;
+}
+
+/* Enqueues o on s; a blocking stream and the legacy NULL stream wait for each other's earlier work. */
+static void enqueue(CUstream hs, op o) {
+    init_once();
+    struct CUstream_st *s = S(hs);
+    if (s == &null_stream) {
+        for (int i = 0; i < F.n_streams; i++)
+            if (F.streams[i] && !(F.streams[i]->flags & CU_STREAM_NON_BLOCKING) && F.streams[i]->n > F.streams[i]->done)
+                push(s, (op){.kind = OP_WAIT, .dep = F.streams[i], .dep_pos = F.streams[i]->n});
+    } else if (!(s->flags & CU_STREAM_NON_BLOCKING) && null_stream.n > null_stream.done) {
+        push(s, (op){.kind = OP_WAIT, .dep = &null_stream, .dep_pos = null_stream.n});
+    }
+    push(s, o);
+}
+
+static void sync_stream(struct CUstream_st *s) { advance(s, s->n); }
+
+/* ---------------------------------------------------------------- the driver API */
+
+#define STICKY() \
+    do { if (F.sticky) return (CUresult)F.sticky; } while (0)
+
+CUresult cuInit(unsigned flags) {
+    (void)flags;
+    init_once();
+    return CUDA_SUCCESS;
+}
+CUresult cuDriverGetVersion(int *v) { *v = CUDA_VERSION; return CUDA_SUCCESS; }
+CUresult cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
+CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+    if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
+    (void)d;
+    init_once();
+    if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *v = F.sm / 10;
+    else if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *v = F.sm % 10;
+    else *v = 0;
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+    (void)d;
+    snprintf(name, (size_t)len, "fake GPU (CPU emulation, sm_%d)", F.sm);
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem(size_t *b, CUdevice d) {
+    (void)d;
+    init_once();
+    *b = F.total;
+    return CUDA_SUCCESS;
+}
+static struct CUctx_st { int x; } the_ctx;
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+    (void)d;
+    *c = &the_ctx;
+    return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease(CUdevice d) { (void)d; return CUDA_SUCCESS; }
+CUresult cuCtxSetCurrent(CUcontext c) { (void)c; return CUDA_SUCCESS; }
+
+static CUresult add_alloc(void **p, size_t bytes, int pinned) {
+    init_once();
+    if (!pinned && F.used + bytes > F.total) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (!F.a[i].p) {
+            void *m = NULL;
+            if (posix_memalign(&m, 256, bytes ? bytes : 1) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+            memset(m, pinned ? 0 : 0x5A, bytes); /* device garbage: nothing may rely on it */
+            F.a[i] = (alloc){m, bytes, pinned};
+            if (!pinned) F.used += bytes;
+            *p = m;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+static CUresult drop_alloc(void *p, int pinned) {
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (F.a[i].p == p && F.a[i].pinned == pinned) {
+            /* freeing waits for the work that may use it, as cuMemFree does */
+            sync_stream(&null_stream);
+            for (int k = 0; k < F.n_streams; k++)
+                if (F.streams[k]) sync_stream(F.streams[k]);
+            if (!pinned) F.used -= F.a[i].bytes;
+            free(p);
+            F.a[i] = (alloc){0};
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+CUresult cuMemAlloc(CUdeviceptr *d, size_t bytes) {
+    void *p = NULL;
+    CUresult r = add_alloc(&p, bytes, 0);
+    *d = (CUdeviceptr)(uintptr_t)p;
+    return r;
+}
+CUresult cuMemFree(CUdeviceptr d) { return drop_alloc((void *)(uintptr_t)d, 0); }
+CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
+    (void)flags;
+    return add_alloc(p, bytes, 1);
+}
+CUresult cuMemFreeHost(void *p) { return drop_alloc(p, 1); }
+CUresult cuMemGetInfo(size_t *free_b, size_t *total) {
+    init_once();
+    *free_b = F.total - F.used, *total = F.total;
+    return CUDA_SUCCESS;
+}
+
+static unsigned char *stage(const void *src, size_t bytes) {
+    unsigned char *b = malloc(bytes ? bytes : 1);
+    if (!b) abort();
+    memcpy(b, src, bytes);
+    return b;
+}
+
+CUresult cuMemcpyHtoD(CUdeviceptr d, const void *src, size_t bytes) {
+    STICKY();
+    if (!is_device(d, bytes)) return say("cuMemcpyHtoD to %p (%zu bytes): not device memory", (void *)(uintptr_t)d, bytes), CUDA_ERROR_INVALID_VALUE;
+    sync_stream(&null_stream); /* "a stream sync is performed before the copy is initiated" */
+    if (is_pinned(src, bytes)) { /* synchronous with respect to the host */
+        memcpy((void *)(uintptr_t)d, src, bytes);
+        return CUDA_SUCCESS;
+    }
+    /* pageable: returns once staged; the DMA to the device is NULL-stream work */
+    enqueue(NULL, (op){.kind = OP_COPY, .dst = (void *)(uintptr_t)d, .staged = stage(src, bytes), .bytes = bytes});
+    return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoH(void *dst, CUdeviceptr s, size_t bytes) {
+    STICKY();
+    if (!is_device(s, bytes)) return say("cuMemcpyDtoH from %p: not device memory", (void *)(uintptr_t)s), CUDA_ERROR_INVALID_VALUE;
+    enqueue(NULL, (op){.kind = OP_COPY, .dst = dst, .src = (const void *)(uintptr_t)s, .bytes = bytes});
+    sync_stream(&null_stream); /* returns once the copy has completed */
+    return CUDA_SUCCESS;
+}
+CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *src, size_t bytes, CUstream s) {
+    STICKY();
+    if (!is_device(d, bytes)) return say("cuMemcpyHtoDAsync to %p: not device memory", (void *)(uintptr_t)d), CUDA_ERROR_INVALID_VALUE;
+    op o = {.kind = OP_COPY, .dst = (void *)(uintptr_t)d, .src = src, .bytes = bytes};
+    if (!is_pinned(src, bytes)) o.staged = stage(src, bytes), o.src = NULL; /* pageable: staged now */
+    enqueue(s, o);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream s) {
+    STICKY();
+    if (!is_device(src, bytes)) return say("cuMemcpyDtoHAsync from %p: not device memory", (void *)(uintptr_t)src), CUDA_ERROR_INVALID_VALUE;
+    enqueue(s, (op){.kind = OP_COPY, .dst = dst, .src = (const void *)(uintptr_t)src, .bytes = bytes});
+    if (!is_pinned(dst, bytes)) sync_stream(S(s)); /* to pageable memory: returns once copied */
+    return CUDA_SUCCESS;
+}
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t bytes, CUstream s) {
+    STICKY();
+    if (v != 0) return say("cuMemsetD8Async: only zero fills are emulated"), CUDA_ERROR_NOT_SUPPORTED;
+    if (!is_device(d, bytes)) return say("cuMemsetD8Async at %p: not device memory", (void *)(uintptr_t)d), CUDA_ERROR_INVALID_VALUE;
+    enqueue(s, (op){.kind = OP_MEMSET, .dst = (void *)(uintptr_t)d, .bytes = bytes});
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCreate(CUstream *out, unsigned flags) {
+    init_once();
+    if (F.n_streams == 16) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct CUstream_st *s = calloc(1, sizeof *s);
+    if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
+    s->flags = flags, s->id = F.n_streams + 1;
+    F.streams[F.n_streams++] = s;
+    *out = s;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamDestroy(CUstream hs) {
+    for (int i = 0; i < F.n_streams; i++)
+        if (F.streams[i] == hs) {
+            sync_stream(hs);
+            free(hs->q);
+            free(hs);
+            F.streams[i] = NULL;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+CUresult cuStreamSynchronize(CUstream s) {
+    sync_stream(S(s));
+    return F.sticky ? (CUresult)F.sticky : CUDA_SUCCESS;
+}
+CUresult cuEventCreate(CUevent *e, unsigned flags) {
+    (void)flags;
+    *e = calloc(1, sizeof **e);
+    return *e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuEventDestroy(CUevent e) {
+    free(e);
+    return CUDA_SUCCESS;
+}
+CUresult cuEventRecord(CUevent e, CUstream hs) {
+    STICKY();
+    struct CUstream_st *s = S(hs);
+    enqueue(hs, (op){.kind = OP_RECORD, .ev = e});
+    e->s = s, e->pos = s->n, e->recorded = 1;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamWaitEvent(CUstream hs, CUevent e, unsigned flags) {
+    (void)flags;
+    STICKY();
+    if (!e->recorded) return CUDA_SUCCESS; /* waiting for a never-recorded event waits for nothing */
+    enqueue(hs, (op){.kind = OP_WAIT, .dep = e->s, .dep_pos = e->pos});
+    return CUDA_SUCCESS;
+}
+CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
+    if (!a->recorded || !b->recorded || a->s->done < a->pos || b->s->done < b->pos) return CUDA_ERROR_NOT_READY;
+    *ms = (float)((double)b->tick - (double)a->tick) * 1e-3f;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- modules and launches */
+
+typedef struct { char magic[8]; uint32_t arch, ptx; uint64_t bytes; } image_header;
+#define IMAGE_MAGIC "FAKEKERN"
+
+CUresult cuModuleLoadData(CUmodule *out, const void *image) {
+    image_header h;
+    memcpy(&h, image, sizeof h);
+    if (memcmp(h.magic, IMAGE_MAGIC, 8) != 0) return say("cuModuleLoadData: not an image of this fake NVRTC"), CUDA_ERROR_INVALID_IMAGE;
+    init_once();
+    if (h.ptx ? (int)h.arch > F.sm : (int)h.arch / 10 != F.sm / 10 || (int)h.arch > F.sm) {
+        say("cuModuleLoadData: %s_%u cannot run on sm_%d", h.ptx ? "compute" : "sm", h.arch, F.sm);
+        return h.ptx ? CUDA_ERROR_UNSUPPORTED_PTX_VERSION : CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
+    char path[] = "/tmp/fake-cuda-module-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+    int ok = write(fd, (const char *)image + sizeof h, h.bytes) == (ssize_t)h.bytes;
+    close(fd);
+    struct CUmod_st *m = calloc(1, sizeof *m);
+    if (ok && m) m->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    unlink(path);
+    if (!m || !m->so) {
+        say("cuModuleLoadData: %s", dlerror());
+        free(m);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    m->bidx = dlsym(m->so, "ck_emu_blockIdx"), m->tidx = dlsym(m->so, "ck_emu_threadIdx");
+    m->bdim = dlsym(m->so, "ck_emu_blockDim"), m->gdim = dlsym(m->so, "ck_emu_gridDim");
+    m->counts = dlsym(m->so, "ck_emu_counts"), m->count_n = dlsym(m->so, "ck_emu_n");
+    if (!m->bidx || !m->tidx || !m->bdim || !m->gdim || !m->counts || !m->count_n) {
+        dlclose(m->so);
+        free(m);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    *out = m;
+    return CUDA_SUCCESS;
+}
+CUresult cuModuleUnload(CUmodule m) {
+    sync_stream(&null_stream);
+    for (int k = 0; k < F.n_streams; k++)
+        if (F.streams[k]) sync_stream(F.streams[k]);
+    if (m) dlclose(m->so);
+    free(m);
+    return CUDA_SUCCESS;
+}
+CUresult cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name) {
+    if (strncmp(name, "ck_g_", 5) != 0) return CUDA_ERROR_NOT_FOUND;
+    char sym[96];
+    struct CUfunc_st *f = calloc(1, sizeof *f);
+    if (!f) return CUDA_ERROR_OUT_OF_MEMORY;
+    snprintf(sym, sizeof sym, "ck_emu_%s", name + 5);
+    *(void **)&f->thunk = dlsym(m->so, sym);
+    snprintf(sym, sizeof sym, "ck_emu_%s_sizes", name + 5);
+    sizes_fn sz;
+    *(void **)&sz = dlsym(m->so, sym);
+    if (!f->thunk || !sz) {
+        free(f);
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    f->nargs = sz(f->sizes);
+    f->mod = m;
+    snprintf(f->name, sizeof f->name, "%s", name);
+    *out = f; /* kept until exit: the backend caches its functions */
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                        CUstream s, void **params, void **extra) {
+    STICKY();
+    if (gy != 1 || gz != 1 || by != 1 || bz != 1 || shmem || extra || gx == 0 || bx != 256 || !params)
+        return say("cuLaunchKernel(%s): unexpected geometry", f->name), CUDA_ERROR_INVALID_VALUE;
+    size_t total = 0;
+    for (int i = 0; i < f->nargs; i++) total += (f->sizes[i] + 15) / 16 * 16;
+    op o = {.kind = OP_KERNEL, .f = f, .grid = gx, .args = malloc(total ? total : 1)};
+    if (!o.args) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (int i = 0, at = 0; i < f->nargs; at += (int)((f->sizes[i] + 15) / 16 * 16), i++) memcpy(o.args + at, params[i], f->sizes[i]);
+    enqueue(s, o);
+    return CUDA_SUCCESS;
+}
+
+static void launch(op *o) {
+    struct CUfunc_st *f = o->f;
+    struct CUmod_st *m = f->mod;
+    void *a[MAX_ARGS];
+    for (int i = 0, at = 0; i < f->nargs; at += (int)((f->sizes[i] + 15) / 16 * 16), i++) a[i] = o->args + at;
+    int64_t n = *(int64_t *)a[0];
+    int64_t *counts = calloc((size_t)(n > 0 ? n : 1), sizeof *counts);
+    if (!counts) abort();
+    *m->counts = counts, *m->count_n = n;
+    m->bdim->x = 256, m->bdim->y = m->bdim->z = 1;
+    m->gdim->x = o->grid, m->gdim->y = m->gdim->z = 1;
+    for (unsigned b = 0; b < o->grid; b++)
+        for (unsigned t = 0; t < 256; t++) {
+            m->bidx->x = b, m->bidx->y = m->bidx->z = 0;
+            m->tidx->x = t, m->tidx->y = m->tidx->z = 0;
+            f->thunk(a);
+        }
+    *m->counts = NULL;
+    for (int64_t i = 0; i < n; i++)
+        if (counts[i] != 1) {
+            say("%s over %lld items (%u blocks): item %lld visited %lld times", f->name, (long long)n, o->grid, (long long)i,
+                (long long)counts[i]);
+            F.sticky = CUDA_ERROR_LAUNCH_FAILED;
+            break;
+        }
+    free(counts);
+}
+
+CUresult cuGetErrorName(CUresult r, const char **s) {
+    switch (r) {
+    case CUDA_SUCCESS: *s = "CUDA_SUCCESS"; break;
+    case CUDA_ERROR_INVALID_VALUE: *s = "CUDA_ERROR_INVALID_VALUE"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY: *s = "CUDA_ERROR_OUT_OF_MEMORY"; break;
+    case CUDA_ERROR_LAUNCH_FAILED: *s = "CUDA_ERROR_LAUNCH_FAILED"; break;
+    case CUDA_ERROR_NOT_READY: *s = "CUDA_ERROR_NOT_READY"; break;
+    case CUDA_ERROR_NO_BINARY_FOR_GPU: *s = "CUDA_ERROR_NO_BINARY_FOR_GPU"; break;
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION: *s = "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"; break;
+    default: *s = NULL; return CUDA_ERROR_INVALID_VALUE; /* as the real one does for a code it does not know */
+    }
+    return CUDA_SUCCESS;
+}
+CUresult cuGetErrorString(CUresult r, const char **s) {
+    const char *name = NULL;
+    CUresult k = cuGetErrorName(r, &name);
+    *s = k == CUDA_SUCCESS ? "(fake driver)" : NULL;
+    return k;
+}
+
+/* ---------------------------------------------------------------- cuBLAS */
+
+struct cublasContext {
+    CUstream stream;
+    void *ws;
+    size_t ws_bytes;
+};
+cublasStatus_t cublasCreate(cublasHandle_t *h) {
+    *h = calloc(1, sizeof **h);
+    return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t h) {
+    free(h);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
+    h->stream = (CUstream)s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m) {
+    (void)h, (void)m;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes) {
+    if (bytes && !is_device((CUdeviceptr)(uintptr_t)ws, bytes)) {
+        say("cublasSetWorkspace(%p, %zu): not device memory", ws, bytes);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    h->ws = ws, h->ws_bytes = bytes;
+    return CUBLAS_STATUS_SUCCESS;
+}
+const char *cublasGetStatusString(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "a fake cuBLAS error"; }
+
+static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *alpha,
+                           const float *a, int lda, long long sa, const float *b, int ldb, long long sb, const float *beta, float *c,
+                           int ldc, long long sc, int batch) {
+    if (!h->ws || h->ws_bytes < (4u << 20)) {
+        say("a GEMM without a workspace of at least 4 MiB (cublasSetWorkspace): cuBLAS would allocate one outside the plan");
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    }
+    if (!is_device((CUdeviceptr)(uintptr_t)a, 4) || !is_device((CUdeviceptr)(uintptr_t)b, 4) || !is_device((CUdeviceptr)(uintptr_t)c, 4)) {
+        say("GEMM operands %p %p %p: not all in device memory", (const void *)a, (const void *)b, (void *)c);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (m < 0 || n < 0 || k < 0 || lda < 1 || ldb < 1 || ldc < 1 || batch < 1) { /* lda >= max(1, rows) */
+        say("GEMM m=%d n=%d k=%d lda=%d ldb=%d ldc=%d: invalid", m, n, k, lda, ldb, ldc);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    op o = {.kind = OP_GEMM};
+    o.g.ta = ta != CUBLAS_OP_N, o.g.tb = tb != CUBLAS_OP_N, o.g.m = m, o.g.n = n, o.g.k = k, o.g.lda = lda, o.g.ldb = ldb;
+    o.g.ldc = ldc, o.g.batch = batch, o.g.alpha = *alpha, o.g.beta = *beta, o.g.sa = sa, o.g.sb = sb, o.g.sc = sc;
+    o.g.a = a, o.g.b = b, o.g.c = c;
+    if (F.sticky) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (m && n) enqueue(h->stream, o);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *alpha,
+                           const float *a, int lda, const float *b, int ldb, const float *beta, float *c, int ldc) {
+    return gemm(h, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
+}
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                         const float *alpha, const float *a, int lda, long long sa, const float *b, int ldb,
+                                         long long sb, const float *beta, float *c, int ldc, long long sc, int batch) {
+    return gemm(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+}
+
+/* ---------------------------------------------------------------- NVRTC */
+
+struct _nvrtcProgram {
+    char *src, *log;
+    unsigned char *image; /* image_header + the shared object */
+    size_t image_bytes;
+    int ptx;
+};
+
+nvrtcResult nvrtcVersion(int *major, int *minor) {
+    *major = CUDA_VERSION / 1000, *minor = FAKE_NVRTC_MINOR;
+    return NVRTC_SUCCESS;
+}
+const char *nvrtcGetErrorString(nvrtcResult r) {
+    return r == NVRTC_SUCCESS ? "NVRTC_SUCCESS" : r == NVRTC_ERROR_INVALID_OPTION ? "NVRTC_ERROR_INVALID_OPTION"
+                               : r == NVRTC_ERROR_BUILTIN_OPERATION_FAILURE     ? "NVRTC_ERROR_BUILTIN_OPERATION_FAILURE"
+                               : r == NVRTC_ERROR_COMPILATION                   ? "NVRTC_ERROR_COMPILATION"
+                                                                                 : "NVRTC_ERROR (fake)";
+}
+static int archs(int *out) {
+    const char *e = getenv("CKRT_FAKE_NVRTC_ARCHS");
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", e ? e : "75,80,86,89,90,100,120");
+    int n = 0;
+    for (char *t = strtok(buf, ","); t && n < 32; t = strtok(NULL, ",")) out[n++] = atoi(t);
+    return n;
+}
+nvrtcResult nvrtcGetNumSupportedArchs(int *n) {
+    int a[32];
+    *n = archs(a);
+    return NVRTC_SUCCESS;
+}
+nvrtcResult nvrtcGetSupportedArchs(int *out) {
+    archs(out);
+    return NVRTC_SUCCESS;
+}
+nvrtcResult nvrtcCreateProgram(nvrtcProgram *p, const char *src, const char *name, int nh, const char *const *h, const char *const *inc) {
+    (void)name, (void)nh, (void)h, (void)inc;
+    *p = calloc(1, sizeof **p);
+    if (!*p || !((*p)->src = strdup(src))) return NVRTC_ERROR_OUT_OF_MEMORY;
+    return NVRTC_SUCCESS;
+}
+nvrtcResult nvrtcDestroyProgram(nvrtcProgram *p) {
+    if (*p) free((*p)->src), free((*p)->log), free((*p)->image), free(*p);
+    *p = NULL;
+    return NVRTC_SUCCESS;
+}
+static nvrtcResult fail_log(nvrtcProgram p, nvrtcResult r, const char *msg) {
+    free(p->log);
+    p->log = strdup(msg);
+    return r;
+}
+nvrtcResult nvrtcCompileProgram(nvrtcProgram p, int n, const char *const *opts) {
+    int arch = 0, ptx = 0, a[32], na = archs(a);
+    for (int i = 0; i < n; i++) {
+        const char *v = strncmp(opts[i], "--gpu-architecture=", 19) == 0 ? opts[i] + 19 : strncmp(opts[i], "-arch=", 6) == 0 ? opts[i] + 6 : NULL;
+        if (!v) continue;
+        if (strncmp(v, "sm_", 3) == 0) arch = atoi(v + 3), ptx = 0;
+        else if (strncmp(v, "compute_", 8) == 0) arch = atoi(v + 8), ptx = 1;
+    }
+    int known = 0;
+    for (int i = 0; i < na; i++) known |= a[i] == arch;
+    if (!known) return fail_log(p, NVRTC_ERROR_INVALID_OPTION, "nvrtc: error: invalid value for --gpu-architecture (-arch)\n");
+    /* the real NVRTC opens its builtins library by name when it compiles */
+    char builtins[64];
+    snprintf(builtins, sizeof builtins, "libnvrtc-builtins.so.%d.%d", CUDA_VERSION / 1000, FAKE_NVRTC_MINOR);
+    void *bh = dlopen(builtins, RTLD_NOW | RTLD_LOCAL);
+    if (!bh) return fail_log(p, NVRTC_ERROR_BUILTIN_OPERATION_FAILURE, "nvrtc: cannot load the builtins library\n");
+    dlclose(bh);
+    char dir[] = "/tmp/fake-nvrtc-XXXXXX", cu[64], so[64], cmd[512];
+    if (!mkdtemp(dir)) return fail_log(p, NVRTC_ERROR_INTERNAL_ERROR, "mkdtemp failed\n");
+    snprintf(cu, sizeof cu, "%s/k.cu", dir), snprintf(so, sizeof so, "%s/k.so", dir);
+    FILE *f = fopen(cu, "w");
+    int ok = f && fputs(p->src, f) >= 0;
+    if (f) ok = fclose(f) == 0 && ok;
+    snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -w -shared -fPIC -DCK_EMULATE -I '%s' -x c++ %s -o %s 2>%s/log", FAKE_CXX, FAKE_SHIM_DIR, cu,
+             so, dir);
+    ok = ok && system(cmd) == 0;
+    nvrtcResult r = NVRTC_SUCCESS;
+    FILE *s = ok ? fopen(so, "rb") : NULL;
+    if (s) {
+        fseek(s, 0, SEEK_END);
+        long len = ftell(s);
+        fseek(s, 0, SEEK_SET);
+        image_header h = {.arch = (uint32_t)arch, .ptx = (uint32_t)ptx, .bytes = (uint64_t)len};
+        memcpy(h.magic, IMAGE_MAGIC, 8);
+        p->image_bytes = sizeof h + (size_t)len;
+        p->image = malloc(p->image_bytes);
+        if (!p->image || fread(p->image + sizeof h, 1, (size_t)len, s) != (size_t)len) r = NVRTC_ERROR_INTERNAL_ERROR;
+        else memcpy(p->image, &h, sizeof h), p->ptx = ptx;
+        fclose(s);
+    } else {
+        r = fail_log(p, NVRTC_ERROR_COMPILATION, "fake nvrtc: the host compiler failed (see its log in the temporary directory)\n");
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (r == NVRTC_SUCCESS && system(cmd) != 0) r = NVRTC_ERROR_INTERNAL_ERROR;
+    return r;
+}
+nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram p, size_t *n) {
+    *n = p->log ? strlen(p->log) + 1 : 1;
+    return NVRTC_SUCCESS;
+}
+nvrtcResult nvrtcGetProgramLog(nvrtcProgram p, char *out) {
+    strcpy(out, p->log ? p->log : "");
+    return NVRTC_SUCCESS;
+}
+/* A cubin exists only for a real architecture (sm_XY), PTX for either (a real one carries both). */
+nvrtcResult nvrtcGetCUBINSize(nvrtcProgram p, size_t *n) {
+    *n = p->image && !p->ptx ? p->image_bytes : 0;
+    return NVRTC_SUCCESS;
+}
+nvrtcResult nvrtcGetCUBIN(nvrtcProgram p, char *out) {
+    if (!p->image || p->ptx) return NVRTC_ERROR_INVALID_INPUT;
+    memcpy(out, p->image, p->image_bytes);
+    return NVRTC_SUCCESS;
+}
+nvrtcResult nvrtcGetPTXSize(nvrtcProgram p, size_t *n) {
+    *n = p->image ? p->image_bytes : 0;
+    return NVRTC_SUCCESS;
+}
+nvrtcResult nvrtcGetPTX(nvrtcProgram p, char *out) {
+    if (!p->image) return NVRTC_ERROR_INVALID_INPUT;
+    memcpy(out, p->image, p->image_bytes);
+    ((image_header *)(void *)out)->ptx = 1;
+    return NVRTC_SUCCESS;
+}
