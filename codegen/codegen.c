@@ -356,9 +356,11 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
                 free(train_ix);
                 return st;
             }
-            if (train && ph == CK_PHASE_FORWARD) /* to name the first NaN when a loss goes non-finite */
+            /* to name the first NaN when a loss goes non-finite; not an offloaded copy (it lives in
+             * the host pool, not at its offset in the arena, and its source was checked) */
+            if (train && ph == CK_PHASE_FORWARD)
                 for (int k = 0; k < n->n_out; k++)
-                    if (n->out[k] && n->out[k]->dtype == CK_F32)
+                    if (n->out[k] && n->out[k]->dtype == CK_F32 && !n->out[k]->host)
                         fprintf(f, "    CKRT_CHECK_FINITE(c, (const float *)(A + %lld), %lld);\n", (long long)n->out[k]->offset,
                                 (long long)ck_value_numel(n->out[k]));
         }

@@ -90,6 +90,34 @@ else:
     r = run([f"{d}/trainer", "--input", f"x={WORK}/nan_x.npy", "--steps", "2", "--allow-nonfinite"])
     check("--allow-nonfinite goes on", r.returncode == 0 and "step 2/2" in r.stdout, f"rc={r.returncode} {r.stderr!r}")
 
+    # a NaN born inside a checkpointed, offloaded model is named at the node that made it, not at an
+    # Offload (whose output lives in the host pool: checking its offset in the arena read whatever
+    # lies there, here the head's weight, the first parameter in the layout, holding the NaN)
+    B, F = 4, 16
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(np.full((F, 10), np.nan, np.float32), "head.weight")]
+    nodes, h = [], "x"
+    for i in range(3):
+        inits += [numpy_helper.from_array(rng.standard_normal((F, F)).astype(np.float32) * 0.3, f"layers.{i}.weight"),
+                  numpy_helper.from_array(np.zeros(F, np.float32), f"layers.{i}.bias")]
+        nodes += [helper.make_node("Gemm", [h, f"layers.{i}.weight", f"layers.{i}.bias"], [f"g{i}"], name=f"/layers.{i}/Gemm"),
+                  helper.make_node("Tanh", [f"g{i}"], [f"t{i}"], name=f"/layers.{i}/Tanh"),
+                  helper.make_node("Add", [f"t{i}", h], [f"h{i}"], name=f"/layers.{i}/Add")]
+        h = f"h{i}"
+    nodes.append(helper.make_node("MatMul", [h, "head.weight"], ["logits"], name="/head/MatMul"))
+    graph = helper.make_graph(nodes, "nan_in_head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, F])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [B, 10])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(m, f"{WORK}/nan_head.onnx")
+    nd = f"{WORK}/nan_head"
+    p = run([CKPTC, f"{WORK}/nan_head.onnx", "--checkpoint=blocks", "--offload", "--optimizer=sgd", "-o", nd])
+    p2 = run(["make", "-s", "-C", nd]) if p.returncode == 0 else p
+    offloads = open(f"{nd}/trainer.c").read().count("ckrt_offload(c, H + 0,") if p2.returncode == 0 else 0
+    r = run([f"{nd}/trainer", "--steps", "1"]) if p2.returncode == 0 else p2
+    check("a NaN in an offloaded, checkpointed model is named at its producer, not at an Offload",
+          offloads == 1 and r.returncode == 2 and "first non-finite tensor: node '/head/MatMul'" in r.stderr, f"offloads at H+0: {offloads}; "
+          f"rc={r.returncode} {r.stderr!r}")
+
     # --mem-limit SIZE: the planned arena (+ host pool) against SIZE before anything is allocated
     arena = json.load(open(f"{d}/plan.json"))["arena_bytes"]
     half = arena // 2048  # KiB
