@@ -10,10 +10,13 @@
       is refused as "built without CUDA support", then reports the test as skipped (exit 77).
 
   cuda_test.py gpu CKPTC SAMPLES WORK
-      Needs a GPU (skipped, exit 77, when none is usable): every sample (plain and blocks+offload)
+      Needs a GPU (skipped, exit 77, only when the trainer finds no driver or no device: any other
+      failure of the first start is a FAIL with its message): every sample (plain and blocks+offload)
       runs with dropout on --device cuda and on --device cpu: the gradients of step 1 and the
       losses of 3 steps must agree within 1e-4 relative (max |a - b| / max(max |b|, 1e-6) per
-      tensor). Prints a table. bench/gpu/run.sh runs it.
+      tensor). Prints a table, and writes each sample's row to WORK/parity.md as it finishes (a
+      later failure keeps the earlier figures). Every command has a timeout (CK_GPU_CMD_TIMEOUT
+      seconds, default 300). bench/gpu/run.sh runs it (on a fake driver with --emulate).
 """
 import hashlib
 import json
@@ -23,6 +26,15 @@ import sys
 import time
 
 SKIP = 77
+TIMEOUT = int(os.environ.get("CK_GPU_CMD_TIMEOUT", "300"))
+
+
+def sh(cmd):
+    """Runs cmd with the timeout; a hang is a FAIL naming the command, not a lost GPU slot."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"FAIL: timed out after {TIMEOUT} s: {' '.join(cmd)}")
 SAMPLES = ["mlp", "gpt", "bert", "resnet", "gpt_deep", "gpt4"]
 VARIANTS = [("train", []), ("infer", ["--infer"]), ("blocks+offload", ["--checkpoint=blocks", "--offload"])]
 
@@ -40,14 +52,14 @@ def compile_sample(ckptc, samples, work, name, flags):
     tag = "-".join([name] + [f.strip("-").replace("=", "_") for f in flags]) or name
     out = os.path.join(work, tag)
     cmd = [ckptc, os.path.join(samples, name + ".onnx"), *dims_of(samples, name), *flags, "-o", out]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = sh(cmd)
     if r.returncode != 0:
         raise SystemExit(f"FAIL: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
     return out
 
 
 def build(d):
-    r = subprocess.run(["make", "-s", "-C", d], capture_output=True, text=True)
+    r = sh(["make", "-s", "-C", d])
     if r.returncode != 0:
         raise SystemExit(f"FAIL: make -C {d}\n{r.stdout}{r.stderr}")
     return os.path.join(d, "model" if os.path.exists(os.path.join(d, "model")) else "trainer")
@@ -132,10 +144,17 @@ def gpu(ckptc, samples, work, tol=1e-4):
     os.makedirs(work, exist_ok=True)
     d = compile_sample(ckptc, samples, work, "mlp", [])
     prog = build(d)
-    r = subprocess.run([prog, "--device", "cuda", "--steps", "1"], capture_output=True, text=True)
-    if r.returncode != 0:
-        print("SKIP: no usable GPU: " + (r.stderr.strip() or r.stdout.strip()))
+    r = sh([prog, "--device", "cuda", "--steps", "1"])
+    if r.returncode == 2 and no_gpu_reason(r.stderr):
+        print("SKIP: no GPU: " + r.stderr.strip())
         return SKIP
+    if r.returncode != 0:
+        raise SystemExit(f"FAIL: the first start on the GPU: exit {r.returncode}\n{r.stdout}{r.stderr}")
+    print("first start: " + r.stdout.splitlines()[0])
+    table = open(os.path.join(work, "parity.md"), "w")
+    table.write("| sample | variant | loss cpu | loss cuda | loss rel | grad rel | planned | measured | cuda ms | cpu ms | |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|\n")
+    table.flush()
     rows, bad = [], 0
     for name in SAMPLES:
         for vname, flags in [("train", []), ("blocks+offload", ["--checkpoint=blocks", "--offload"])]:
@@ -150,7 +169,7 @@ def gpu(ckptc, samples, work, tol=1e-4):
                 rep = os.path.join(d, f"report-{dev}.json")
                 t0 = time.time()
                 for args in (["--steps", "1", "--dump-grads", gd], ["--steps", "3", "--report", rep]):
-                    r = subprocess.run([prog, "--device", dev, *args], capture_output=True, text=True)
+                    r = sh([prog, "--device", dev, *args])
                     if r.returncode != 0:
                         raise SystemExit(f"FAIL: {name} {vname} --device {dev}: exit {r.returncode}\n{r.stdout}{r.stderr}")
                 res[dev] = (json.load(open(rep)), load_npys(gd), time.time() - t0)
@@ -160,15 +179,18 @@ def gpu(ckptc, samples, work, tol=1e-4):
             ok = le <= tol and ge <= tol
             bad += not ok
             rep = res["cuda"][0]
+            ok = ok and rep.get("planned_peak_bytes") == rep.get("measured_peak_bytes")
             rows.append((name, vname, lc[-1], lg[-1], le, ge, rep.get("planned_peak_bytes"), rep.get("measured_peak_bytes"),
                          rep.get("step_time_ms"), res["cpu"][0].get("step_time_ms"), "ok" if ok else "FAIL"))
+            table.write("| " + " | ".join(str(x) if not isinstance(x, float) else f"{x:.6g}" for x in rows[-1]) + " |\n")
+            table.flush()
     print(f"{'sample':9s} {'variant':15s} {'loss cpu':>10s} {'loss cuda':>10s} {'loss rel':>9s} {'grad rel':>9s} "
           f"{'planned':>10s} {'measured':>10s} {'cuda ms':>8s} {'cpu ms':>8s}")
     for r in rows:
         print(f"{r[0]:9s} {r[1]:15s} {r[2]:10.6f} {r[3]:10.6f} {r[4]:9.2e} {r[5]:9.2e} {r[6]:10d} {r[7]:10d} "
               f"{r[8]:8.2f} {r[9]:8.2f} {r[10]}")
     if bad:
-        raise SystemExit(f"FAIL: {bad} sample(s) differ by more than {tol} relative")
+        raise SystemExit(f"FAIL: {bad} sample(s) differ by more than {tol} relative or measured a peak other than planned")
     print(f"ok: CUDA matches the CPU within {tol} relative on every sample")
     return 0
 
