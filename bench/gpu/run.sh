@@ -58,7 +58,7 @@ step() {
     0) st=PASS ;;
     77) st="$(grep -m1 -o 'SKIP.*' "$W/step.log" || echo SKIP)" ;;
     124) st="FAIL: timed out after $T s"; failed=1 ;;
-    *) st="FAIL (exit $rc): $(grep -m1 'FAIL' "$W/step.log" | cut -c1-200)"; failed=1 ;;
+    *) st="FAIL (exit $rc): $({ grep -m1 'FAIL' "$W/step.log" || tail -n 1 "$W/step.log"; } | cut -c1-200)"; failed=1 ;;
     esac
     echo "| $name | $st | $(($(date +%s) - start)) |" >>"$results"
     return $rc
