@@ -1,30 +1,40 @@
 /* cuda_driver.c — the CUDA backend's device layer: the driver API, NVRTC, cuBLAS.
  *
- * Start-up (ckrt_cuda_open): the driver library (libcuda.so.1), NVRTC and cuBLAS are opened with dlopen,
- * so that a program built where the toolkit is installed still starts, and runs on the CPU, on a
- * machine without a driver (and never loads cuBLAS there); cuInit, the device's primary context (shared with cuBLAS), a compute stream
- * and a copy stream. DIR/kernels.cu is compiled by NVRTC for the device's own architecture
- * (sm_XY from its compute capability) and cached on disk: the key is the source's hash, the
- * architecture and the NVRTC version, the file carries a magic, a version, the key and a
- * checksum, and is written to a temporary name then renamed (a second start skips NVRTC; a
- * corrupt or foreign file is ignored and rewritten). cuModuleLoadData loads the cubin, and
+ * Start-up (ckrt_cuda_open): the driver library (libcuda.so.1, or $CKRT_CUDA_DRIVER), NVRTC and
+ * cuBLAS (from $CKRT_CUDA_LIBDIR, else the toolkit libckrt was built with, else the loader path)
+ * are opened with dlopen, so that a program built where the toolkit is installed still starts,
+ * and runs on the CPU, on a machine without a driver (and never loads cuBLAS there); NVRTC's
+ * builtins library is loaded from NVRTC's own directory first (NVRTC opens it by name). cuInit,
+ * the device's primary context (shared with cuBLAS), a compute stream, a copy stream and a
+ * communication stream. DIR/kernels.cu is compiled by NVRTC for the device's own architecture
+ * (sm_XY), or, for a GPU newer than every architecture this NVRTC knows, as PTX for the newest
+ * one (the driver compiles it at load time); it is cached on disk: the key is the source's hash,
+ * the target, the options and the NVRTC version, the file carries a magic, a version, the key and
+ * a checksum, and is written to a temporary name then renamed (a second start skips NVRTC; a
+ * corrupt or foreign file is ignored and rewritten). cuModuleLoadData loads it, and
  * cuModuleGetFunction finds each ck_g_* wrapper on its first launch.
  *
- * Memory: one cuMemAlloc holds the planned arena (plus its guard zone and a 1 MiB scratch for
- * the loss's partial sums); the offload pool is one pinned cuMemHostAlloc slab. ckrt_main keeps
- * reading and writing ckrt_ctx.arena, which here is a host mirror of the device arena: uploaded
- * whole before the first kernel after the host wrote it (weights, inputs, the canary), and
+ * Memory: one cuMemAlloc holds the planned arena (plus its guard zone), a 1 MiB scratch for the
+ * loss's partial sums and cuBLAS's workspace (cublasSetWorkspace: cuBLAS allocates nothing of its
+ * own), after cuMemGetInfo says it fits with a margin for the context; the offload pool is one
+ * pinned cuMemHostAlloc slab. ckrt_main keeps reading and writing ckrt_ctx.arena, which here is a
+ * host mirror of the device arena: uploaded whole on the compute stream before the first kernel
+ * after the host wrote it (weights, inputs, the canary; the other streams wait for it), and
  * refreshed by to_host() where ckrt_main reads it: the loss (4 bytes a step), and the whole arena
- * after the first step (the high-water mark), before dumping gradients and at the end.
+ * after the first step (the high-water mark), before dumping gradients and at the end. No
+ * transfer runs on the legacy NULL stream: the non-blocking streams would not be ordered with it.
  *
  * Offload and reload copies run on the copy stream: it waits for an event recorded on the
  * compute stream (the tensor is produced, or its destination free), then copies. After an
  * offload the compute stream waits for the copy at once (the plan may reuse the source's bytes
- * next; it does not say when). A reload is a prefetch: the compute stream waits for it only
- * before the first kernel or GEMM that gets a pointer into its bytes (every pointer passes
- * through ckrt_cu_ptr), so the copy overlaps the compute issued in between. The waits are timed
- * with events: the exposed copy time. Every driver, NVRTC
- * and cuBLAS call is checked; an error names the call, its result and the node being run.
+ * next; it does not say when). A reload is a prefetch: the stream kernels run on waits for it
+ * only before the first kernel or GEMM that gets a pointer into its bytes (every pointer passes
+ * through ckrt_cu_ptr; the compute and the communication stream each wait), so the copy overlaps
+ * the compute issued in between. The waits are timed with events: the exposed copy time. Every
+ * driver, NVRTC and cuBLAS call is checked; an error names the call, its result and the node.
+ *
+ * tests/fake_cuda.c stands in for the driver, cuBLAS and NVRTC on a machine without a GPU and
+ * runs each stream's work only when the program's synchronization demands it (ctest cuda_fake).
  */
 #define _GNU_SOURCE /* dlinfo */
 #include "cuda_impl.h"

@@ -1,7 +1,8 @@
 /* cuda_impl.h — private to the CUDA backend: the seam between its op layer (cuda_ops.c: what each
  * ckrt_* entry point launches, as grid sizes, kernel arguments and cuBLAS calls) and its device
  * layer (cuda_driver.c: the driver API, NVRTC, cuBLAS, streams, the arena; or tests/cuda_emu.c,
- * which runs the same op layer and the same kernels.cu on the CPU to check it without a GPU).
+ * which runs the same op layer and the same kernels.cu on the CPU to check it without a GPU; the
+ * driver layer itself is checked against tests/fake_cuda.c, a stand-in driver).
  *
  * Pointers the generated code passes point into ckrt_ctx.arena, which on CUDA is the host mirror
  * of the device arena (ckrt_main reads and writes it as on the CPU); ckrt_cu_ptr maps them to
