@@ -2,7 +2,7 @@
 """The real CUDA backend (libckrt's runtime/cuda_driver.c and cuda_ops.c) on the CPU, against
 tests/fake_cuda.c standing in for the driver, cuBLAS and NVRTC.
 
-  cuda_fake_test.py CKPTC SAMPLES WORK FAKE_DIR BUILTINS_LIB
+  cuda_fake_test.py CKPTC SAMPLES WORK FAKE_DIR BUILTINS_LIB CUDA_STREAMS
 
 The programs are the ordinary ones (linked against libckrt); the environment points the backend
 at FAKE_DIR (CKRT_CUDA_DRIVER, CKRT_CUDA_LIBDIR), which is on no loader path. The fake runs a
@@ -17,7 +17,9 @@ reads sees device garbage and the run differs from the CPU. Checked:
   4. architectures: a GPU newer than every architecture NVRTC knows runs PTX for the newest one
      (the first line says so); an older one is refused with exit 2 and a message;
   5. a plan that does not fit the device's free memory with the backend's margin is refused at
-     start-up, exit 2, in one line that gives the figures.
+     start-up, exit 2, in one line that gives the figures;
+  6. a kernel on the communication stream that reads a pending reload waits for it
+     (tests/cuda_streams.c, with a data-parallel program's kernels.cu), under every seed.
 """
 import json
 import os
@@ -58,7 +60,7 @@ def rel(a, b):
 
 
 def main():
-    ckptc, samples, work, fake, builtins = sys.argv[1:6]
+    ckptc, samples, work, fake, builtins, streams = sys.argv[1:7]
     shutil.rmtree(work, ignore_errors=True)  # a fresh kernel cache: part 2 needs the first start to compile
     os.makedirs(work)
     if os.path.dirname(os.path.abspath(builtins)) != os.path.abspath(fake):
@@ -141,6 +143,16 @@ def main():
     if len(lines) != 1 or "free of" not in lines[0] or "margin" not in lines[0]:
         raise SystemExit(f"FAIL: a plan over the device's memory should be refused in one line: {r.stderr!r}")
     print("ok 5: " + lines[0])
+
+    # 6. the communication stream and a pending reload
+    dd = os.path.join(work, "mlp-dp")
+    p = subprocess.run([ckptc, os.path.join(samples, "mlp.onnx"), *dims_of(samples, "mlp"), "--data-parallel", "-o", dd],
+                       capture_output=True, text=True)
+    if p.returncode != 0 or "ck_g_copy_f32" not in open(os.path.join(dd, "kernels.cu")).read():
+        raise SystemExit(f"FAIL: a data-parallel program's kernels.cu with copy_f32: exit {p.returncode}\n{p.stderr}")
+    for seed in SEEDS:
+        r = run([streams, os.path.join(dd, "kernels.cu")], dict(env, CKRT_FAKE_CUDA_SEED=str(seed)))
+    print(f"ok 6 (seeds {SEEDS}): " + r.stdout.strip())
     return 0
 
 
