@@ -115,7 +115,8 @@ def main():
     ap.add_argument("--trainer-layers", type=int, default=0, help="a smaller model for the trainer run (0: the same)")
     ap.add_argument("--work", default="/tmp/ckptc-bigmodel")
     ap.add_argument("--baseline", help="another ckptc binary, measured the same way")
-    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--baseline-reps", type=int, default=1, help="-o runs of the baseline (slow)")
     ap.add_argument("--json")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
@@ -134,40 +135,44 @@ def main():
         flags = ["--loss=mse", "--optimizer=sgd"]
         env = dict(os.environ, CKPTC_STATS="1")
         builds = [("this build", ckptc)] + ([("baseline", os.path.abspath(a.baseline))] if a.baseline else [])
-        res["ckptc"] = {}
+        res["ckptc"] = {tag: {"plan_only": [], "compile": []} for tag, _ in builds}
         for tag, exe in builds:
-            r = {"plan_only": [], "compile": []}
+            r = res["ckptc"][tag]
             for _ in range(a.reps):
                 rc, wall, rss, out, err = run_child([exe, model] + flags + ["--plan-only"], env)
                 if rc != 0:
                     sys.exit("%s --plan-only failed (%d):\n%s" % (exe, rc, err))
                 r["plan_only"].append({"wall_s": wall, "rss": rss, "stats": stats_of(err)})
-            for k in range(a.reps):
+            print("%s: --plan-only %.0f MiB %.2f s" % (tag, mib(med([x["rss"] for x in r["plan_only"]])),
+                                                     med([x["wall_s"] for x in r["plan_only"]])), flush=True)
+        # cp and -o in turns, so that both see the same state of the machine (page cache, the
+        # host's load): times on a shared VM move by 2x from one minute to the next
+        res["cp_s"] = []
+        for k in range(a.reps):
+            dst = os.path.join(a.work, "copy.data")
+            rc, wall, rss, out, err = run_child(["cp", model + ".data", dst])
+            res["cp_s"].append(wall)
+            os.unlink(dst)
+            for tag, exe in builds:
+                if tag == "baseline" and k >= a.baseline_reps:
+                    continue
                 out_dir = os.path.join(a.work, "out-" + tag.replace(" ", "-"))
                 shutil.rmtree(out_dir, ignore_errors=True)
                 rc, wall, rss, out, err = run_child([exe, model] + flags + ["-o", out_dir], env)
                 if rc != 0:
                     sys.exit("%s -o failed (%d):\n%s" % (exe, rc, err))
-                r["compile"].append({"wall_s": wall, "rss": rss, "stats": stats_of(err)})
-            r["weights_bin_bytes"] = os.path.getsize(os.path.join(out_dir, "weights.bin"))
-            res["ckptc"][tag] = r
-            print("%s: --plan-only %.0f MiB %.2f s; -o %.0f MiB %.2f s" % (
-                tag, mib(med([x["rss"] for x in r["plan_only"]])), med([x["wall_s"] for x in r["plan_only"]]),
-                mib(med([x["rss"] for x in r["compile"]])), med([x["wall_s"] for x in r["compile"]])), flush=True)
+                res["ckptc"][tag]["compile"].append({"wall_s": wall, "rss": rss, "stats": stats_of(err), "cp_s": res["cp_s"][-1]})
+            print("round %d: cp %.2f s; %s" % (k + 1, res["cp_s"][-1], "; ".join(
+                "%s -o %.2f s %.0f MiB" % (tag, r["compile"][-1]["wall_s"], mib(r["compile"][-1]["rss"]))
+                for tag, r in res["ckptc"].items() if len(r["compile"]) == k + 1)), flush=True)
+        for tag, r in res["ckptc"].items():
+            r["weights_bin_bytes"] = os.path.getsize(os.path.join(a.work, "out-" + tag.replace(" ", "-"), "weights.bin"))
         if a.baseline:
             same = subprocess.run(["cmp", os.path.join(a.work, "out-this-build", "weights.bin"),
                                    os.path.join(a.work, "out-baseline", "weights.bin")]).returncode == 0
             res["weights_bin_identical_to_baseline"] = same
             shutil.rmtree(os.path.join(a.work, "out-baseline"))
             print("weights.bin identical to the baseline's:", same, flush=True)
-        cps = []
-        for _ in range(a.reps):
-            dst = os.path.join(a.work, "copy.data")
-            rc, wall, rss, out, err = run_child(["cp", model + ".data", dst])
-            cps.append(wall)
-            os.unlink(dst)
-        res["cp_s"] = cps
-        print("cp of the data file: %.2f s" % med(cps), flush=True)
 
         # the trainer: one step of the generated CPU program
         tdir = os.path.join(a.work, "out-this-build")
@@ -202,16 +207,19 @@ def main():
 def table(res):
     w = res["model"]["data_bytes"]
     cp = med(res["cp_s"])
-    lines = ["| ckptc | command | peak RSS | RSS / weights | wall (median of %d) | / cp | weight bytes copied | resident at exit |"
-             % len(res["cp_s"]), "|---|---|---|---|---|---|---|---|"]
+    lines = ["| ckptc | command | peak RSS (median) | RSS / weights | wall: median (each run) | / cp in the same round (median) "
+             "| weight bytes copied | mapped bytes resident at exit |", "|---|---|---|---|---|---|---|---|"]
     for tag, r in res["ckptc"].items():
         for key, cmd in (("plan_only", "--plan-only"), ("compile", "-o DIR")):
             xs = r[key]
             rss, wall, st = med([x["rss"] for x in xs]), med([x["wall_s"] for x in xs]), xs[-1]["stats"]
-            lines.append("| %s | `%s` | %.0f MiB | %.3f | %.2f s | %s | %s | %s |" % (
-                tag, cmd, mib(rss), rss / w, wall, "%.2f" % (wall / cp) if key == "compile" else "",
+            ratio = med([x["wall_s"] / x["cp_s"] for x in xs]) if key == "compile" else None
+            lines.append("| %s | `%s` | %.0f MiB | %.3f | %.2f s (%s) | %s | %s | %s |" % (
+                tag, cmd, mib(rss), rss / w, wall, ", ".join("%.2f" % x["wall_s"] for x in xs),
+                "%.2f" % ratio if ratio else "",
                 st.get("copied_bytes", "n/a"), st.get("resident_bytes", "n/a")))
-    lines.append("| | `cp` of the %.0f MiB data file | | | %.2f s | 1.00 | | |" % (mib(w), cp))
+    lines.append("| | `cp` of the %.0f MiB data file | | | %.2f s (%s) | 1.00 | | |" % (
+        mib(w), cp, ", ".join("%.2f" % x for x in res["cp_s"])))
     t = res["trainer"]
     lines.append("")
     lines.append("trainer (%d layers, one step): peak RSS %.0f MiB, planned arena %.0f MiB (measured peak %s bytes): "

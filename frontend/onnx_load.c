@@ -102,13 +102,23 @@ static size_t page_size(void) {
     return ps;
 }
 
-/* madvise(MADV_DONTNEED) on a read-only file mapping unmaps the pages from this process only: a
- * later read maps the same bytes again from the page cache. So whole pages around [p, p + n) can
- * go even if a neighbouring tensor shares them. */
-static void drop_pages(const void *p, size_t n) {
+/* madvise(MADV_DONTNEED) on a read-only file mapping unmaps pages from this process only: a later
+ * read maps the same bytes again from the page cache. So a reader done with [p, p + n) can drop
+ * more than that, and does: the kernel maps more than the page a read faults on (fault-around,
+ * 64 KiB; a whole PMD, 2 MiB, of a large page-cache folio), so pages before p dropped earlier
+ * come back with the next fault. Dropping DROP_MARGIN on both sides catches them: what streaming
+ * a file leaves resident stays bounded by about the margin, not by the file's size. */
+#define DROP_MARGIN ((uintptr_t)2 << 20)
+static void drop_pages(void *ctx, const void *p, size_t n) {
+    const ext_map *m = ctx;
     size_t ps = page_size();
-    uintptr_t a = (uintptr_t)p & ~(uintptr_t)(ps - 1), e = ((uintptr_t)p + n + ps - 1) & ~(uintptr_t)(ps - 1);
-    if (n && e > a) madvise((void *)a, e - a, MADV_DONTNEED);
+    uintptr_t base = (uintptr_t)m->base, end = (base + m->size + ps - 1) & ~(uintptr_t)(ps - 1);
+    uintptr_t a = (uintptr_t)p - base > DROP_MARGIN ? (uintptr_t)p - DROP_MARGIN : base;
+    uintptr_t e = end - ((uintptr_t)p + n) > DROP_MARGIN ? (uintptr_t)p + n + DROP_MARGIN : end;
+    a &= ~(uintptr_t)(ps - 1);
+    e = (e + ps - 1) & ~(uintptr_t)(ps - 1);
+    if (e > end) e = end;
+    if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
 }
 
 /* Pages of [base, base + size) present in this process's page tables (/proc/self/pagemap's bit
@@ -180,9 +190,24 @@ static ext_map *map_external(loader *L, const char *what, const char *path) {
     return m;
 }
 
+/* n bytes of path at off into dst, with pread: not through the mapping, whose neighbouring pages
+ * a fault would map too (the kernel's fault-around). */
+static bool read_at(const char *path, uint64_t off, void *dst, size_t n) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return false;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, (char *)dst + done, n - done, (off_t)(off + done));
+        if (r <= 0 && !(r < 0 && errno == EINTR)) break;
+        if (r > 0) done += (size_t)r;
+    }
+    close(fd);
+    return done == n;
+}
+
 /* Points v's data at its bytes in the external file once the file is known to hold them. Data
  * at an offset not aligned to its element size (no exporter writes that; the file format allows
- * it) is copied into the arena, since readers access elements through typed pointers. */
+ * it) is read into the arena instead, since readers access elements through typed pointers. */
 static bool read_external(loader *L, const char *what, const Onnx__TensorProto *t, ck_value *v, size_t bytes) {
     const char *loc = ext_key(t, "location");
     if (!loc || !*loc) {
@@ -230,8 +255,9 @@ static bool read_external(loader *L, const char *what, const Onnx__TensorProto *
     else if (bytes == 0 || off % esz) {
         if (!(v->data = ck_arena_alloc(L->g->arena, bytes ? bytes : 1)))
             LERR(L, "%s: out of memory for %zu bytes", what, bytes);
+        else if (!read_at(path, off, v->data, bytes))
+            LERR(L, "%s: cannot read external data file '%s'", what, path);
         else {
-            if (bytes) memcpy(v->data, m->base + off, bytes), drop_pages(m->base + off, bytes);
             ck_stats.copied_bytes += (int64_t)bytes;
             ok = true;
         }

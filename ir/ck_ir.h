@@ -254,7 +254,7 @@ typedef struct ck_segment {
 typedef struct ck_hold {
     const char *base;      /* [base, base + len): what values may point into; NULL: no one range */
     size_t len;
-    void (*drop)(const void *p, size_t n); /* lets go of pages a reader is done with; NULL: none */
+    void (*drop)(void *ctx, const void *p, size_t n); /* lets go of pages a reader is done with; NULL: none */
     void (*release)(void *ctx);            /* called by ck_graph_free */
     void *ctx;
     struct ck_hold *next;
@@ -291,8 +291,8 @@ typedef struct ck_graph {
 ck_graph *ck_graph_new(void);
 void ck_graph_free(ck_graph *g);
 /* The graph keeps [base, base + len) alive until ck_graph_free, which then calls release(ctx);
- * drop, when set, may be called on whole pages of it a reader no longer needs (ck_graph_data_done). */
-void ck_graph_hold(ck_graph *g, const void *base, size_t len, void (*drop)(const void *p, size_t n),
+ * drop, when set, is called with ctx on ranges of it a reader no longer needs (ck_graph_data_done). */
+void ck_graph_hold(ck_graph *g, const void *base, size_t len, void (*drop)(void *ctx, const void *p, size_t n),
                    void (*release)(void *ctx), void *ctx);
 /* A reader streaming data (codegen writing weights.bin) is done with [p, p + n): where that lies
  * in a held file mapping, its pages leave this process (the file's page cache stays and a later

@@ -204,7 +204,7 @@ void ck_graph_free(ck_graph *g) {
 
 ck_io_stats ck_stats;
 
-void ck_graph_hold(ck_graph *g, const void *base, size_t len, void (*drop)(const void *p, size_t n),
+void ck_graph_hold(ck_graph *g, const void *base, size_t len, void (*drop)(void *ctx, const void *p, size_t n),
                    void (*release)(void *ctx), void *ctx) {
     ck_hold *h = ck_arena_alloc(g->arena, sizeof *h);
     CK_ASSERT(h);
@@ -216,7 +216,7 @@ void ck_graph_data_done(const ck_graph *g, const void *p, size_t n) {
     const char *c = p;
     for (const ck_hold *h = g->holds; h; h = h->next)
         if (h->drop && h->base && c >= h->base && (size_t)(c - h->base) <= h->len && n <= h->len - (size_t)(c - h->base)) {
-            h->drop(p, n);
+            h->drop(h->ctx, p, n);
             return;
         }
 }
