@@ -9,8 +9,10 @@
  * order computed here, so a graph whose nodes are listed out of order still loads.
  *
  * Conversion keeps names: initializers keep their ONNX (= PyTorch parameter) names, nodes keep
- * their scope paths. After conversion the protobuf message is freed and the folding/inference
- * pass (fold.c) makes every shape static.
+ * their scope paths. Weight bytes are never copied where they can be used in place (a compile
+ * needs memory for the graph, not for the weights): external data is mapped, embedded data stays
+ * in the parsed message, which the graph then holds; otherwise the message is freed after
+ * conversion. Then the folding/inference pass (fold.c) makes every shape static.
  */
 #define _DEFAULT_SOURCE /* madvise (MADV_DONTNEED: posix_madvise's is a no-op in glibc) */
 #include "ck_frontend.h"
@@ -166,8 +168,8 @@ static ext_map *map_external(loader *L, const char *what, const char *path) {
         return NULL;
     }
     const char *base = NULL;
-    if (size > SIZE_MAX) why = "too large";
-    else if (size && (base = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) base = NULL;
+    if (size && size <= SIZE_MAX && (base = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
+        base = NULL;
     close(fd);
     if (size && !base) {
         LERR(L, "%s: cannot read external data file '%s'", what, path);
@@ -255,7 +257,7 @@ static bool read_external(loader *L, const char *what, const Onnx__TensorProto *
     else if (bytes == 0 || off % esz) {
         if (!(v->data = ck_arena_alloc(L->g->arena, bytes ? bytes : 1)))
             LERR(L, "%s: out of memory for %zu bytes", what, bytes);
-        else if (!read_at(path, off, v->data, bytes))
+        else if (bytes && !read_at(path, off, v->data, bytes))
             LERR(L, "%s: cannot read external data file '%s'", what, path);
         else {
             ck_stats.copied_bytes += (int64_t)bytes;
