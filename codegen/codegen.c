@@ -442,10 +442,12 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
     return CK_OK;
 }
 
-static uint64_t checksum(const void *data, size_t n) {
-    /* the same function as ckrt_checksum (runtime/core.c): FNV-1a over 8-byte words */
+/* The same function as ckrt_checksum (runtime/core.c): FNV-1a over 8-byte words, the tail's bytes
+ * one by one. checksum_more carries the state across pieces of one stream: every piece but the
+ * last must be a multiple of 8 bytes. */
+#define FNV_OFFSET 1469598103934665603ull
+static uint64_t checksum_more(uint64_t h, const void *data, size_t n) {
     const unsigned char *p = data;
-    uint64_t h = 1469598103934665603ull;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         uint64_t w;
@@ -456,6 +458,8 @@ static uint64_t checksum(const void *data, size_t n) {
     return h;
 }
 
+static uint64_t checksum(const void *data, size_t n) { return checksum_more(FNV_OFFSET, data, n); }
+
 static bool in_weights(const ck_value *v) { return !v->producer && !v->alias && v->data && v->role != CK_ROLE_INPUT; }
 
 static void put(unsigned char **p, const void *src, size_t n) {
@@ -464,9 +468,61 @@ static void put(unsigned char **p, const void *src, size_t n) {
 }
 
 #define WEIGHTS_HEADER 56 /* CKRT_WEIGHTS_HEADER */
+#define WEIGHTS_CHUNK ((size_t)4 << 20) /* a multiple of 8: every piece but the last checksums whole words */
+
+/* The payload goes out in WEIGHTS_CHUNK pieces, checksummed on the way: whole chunks of a
+ * tensor straight from its data (a file mapping, the parsed protobuf, the arena), the rest
+ * (tensor edges, alignment zeros) gathered in one chunk buffer. Each piece written is handed back
+ * to the graph (ck_graph_data_done), which drops mapped pages: the writer's memory is the buffer,
+ * whatever the weights weigh. */
+typedef struct wstream {
+    const ck_graph *g;
+    FILE *f;
+    unsigned char *buf;
+    size_t fill;
+    uint64_t sum;
+    bool ok;
+} wstream;
+
+static void ws_write(wstream *w, const void *p, size_t n) {
+    w->sum = checksum_more(w->sum, p, n);
+    if (w->ok && fwrite(p, 1, n, w->f) != n) w->ok = false;
+}
+
+static void ws_flush(wstream *w) {
+    if (w->fill) ws_write(w, w->buf, w->fill);
+    w->fill = 0;
+}
+
+static void ws_put(wstream *w, const unsigned char *p, size_t n) { /* p NULL: zeros */
+    while (n) {
+        if (p && !w->fill && n >= WEIGHTS_CHUNK) {
+            ws_write(w, p, WEIGHTS_CHUNK);
+            ck_graph_data_done(w->g, p, WEIGHTS_CHUNK);
+            p += WEIGHTS_CHUNK, n -= WEIGHTS_CHUNK;
+            continue;
+        }
+        size_t k = n < WEIGHTS_CHUNK - w->fill ? n : WEIGHTS_CHUNK - w->fill;
+        if (p) {
+            memcpy(w->buf + w->fill, p, k);
+            ck_graph_data_done(w->g, p, k);
+            p += k;
+        } else {
+            memset(w->buf + w->fill, 0, k);
+        }
+        w->fill += k, n -= k;
+        if (w->fill == WEIGHTS_CHUNK) ws_flush(w);
+    }
+}
+
+static int by_offset(const void *pa, const void *pb) {
+    const ck_value *a = *(const ck_value *const *)pa, *b = *(const ck_value *const *)pb;
+    return a->offset < b->offset ? -1 : a->offset > b->offset ? 1 : a->id - b->id;
+}
 
 /* weights.bin (see runtime/ckrt.h): header, tensor table, payload = the arena's
- * [0, weights_bytes). *layout receives the hash of the table, which the program checks. */
+ * [0, weights_bytes). *layout receives the hash of the table, which the program checks. The
+ * header, written last, carries the payload's checksum. */
 static bool write_weights(const ck_graph *g, const char *path, uint64_t *layout) {
     int64_t bytes = g->plan.weights_bytes;
     size_t tsize = 0;
@@ -477,9 +533,13 @@ static bool write_weights(const ck_graph *g, const char *path, uint64_t *layout)
             ntens++;
         }
     size_t payload_at = (WEIGHTS_HEADER + tsize + 63) / 64 * 64;
-    unsigned char *buf = calloc(payload_at + (size_t)bytes + 1, 1);
-    if (!buf) return false;
-    unsigned char *t = buf + WEIGHTS_HEADER;
+    unsigned char *head = calloc(payload_at, 1);
+    const ck_value **ws = malloc(((size_t)ntens + 1) * sizeof *ws);
+    wstream w = {.g = g, .buf = malloc(WEIGHTS_CHUNK), .sum = FNV_OFFSET, .ok = true};
+    bool ok = false;
+    if (!head || !ws || !w.buf) goto done;
+    unsigned char *t = head + WEIGHTS_HEADER;
+    uint32_t nw = 0;
     for (int i = 0; i < g->n_values; i++) {
         const ck_value *v = g->values[i];
         if (!in_weights(v)) continue;
@@ -487,19 +547,34 @@ static bool write_weights(const ck_graph *g, const char *path, uint64_t *layout)
         uint64_t off = (uint64_t)v->offset, nb = ck_value_bytes(v);
         put(&t, &nl, 4), put(&t, v->name, nl), put(&t, &dt, 4), put(&t, &role, 4), put(&t, &rk, 4);
         put(&t, v->dims, 8 * (size_t)v->rank), put(&t, &off, 8), put(&t, &nb, 8);
-        CK_ASSERT((int64_t)(off + nb) <= bytes);
-        memcpy(buf + payload_at + off, v->data, nb);
+        CK_ASSERT(v->offset >= 0 && (int64_t)(off + nb) <= bytes);
+        ws[nw++] = v;
     }
+    *layout = checksum(head + WEIGHTS_HEADER, tsize) ^ (uint64_t)bytes;
+    qsort(ws, nw, sizeof *ws, by_offset);
+    if (!(w.f = fopen(path, "wb"))) goto done;
+    w.ok = fwrite(head, 1, payload_at, w.f) == payload_at; /* the header is rewritten once the checksum is known */
+    int64_t at = 0;
+    for (uint32_t i = 0; i < nw && w.ok; i++) {
+        const ck_value *v = ws[i];
+        CK_ASSERT(v->offset >= at); /* the planner lays the static region out without overlap */
+        ws_put(&w, NULL, (size_t)(v->offset - at));
+        ws_put(&w, v->data, ck_value_bytes(v));
+        at = v->offset + (int64_t)ck_value_bytes(v);
+    }
+    ws_put(&w, NULL, (size_t)(bytes - at));
+    ws_flush(&w);
     uint32_t version = 1;
-    uint64_t b = (uint64_t)bytes, sum = checksum(buf + payload_at, (size_t)bytes), at = payload_at;
-    *layout = checksum(buf + WEIGHTS_HEADER, tsize) ^ (uint64_t)bytes;
-    unsigned char *h = buf;
-    put(&h, "CKPTCWTS", 8), put(&h, &version, 4), put(&h, &ntens, 4), put(&h, &b, 8), put(&h, &sum, 8), put(&h, &at, 8);
+    uint64_t b = (uint64_t)bytes, sum = w.sum, pa = payload_at;
+    unsigned char *h = head;
+    put(&h, "CKPTCWTS", 8), put(&h, &version, 4), put(&h, &ntens, 4), put(&h, &b, 8), put(&h, &sum, 8), put(&h, &pa, 8);
     put(&h, layout, 8);
-    FILE *f = fopen(path, "wb");
-    bool ok = f && fwrite(buf, 1, payload_at + (size_t)bytes, f) == payload_at + (size_t)bytes;
-    if (f) ok = (fclose(f) == 0) && ok;
-    free(buf);
+    ok = w.ok && fseeko(w.f, 0, SEEK_SET) == 0 && fwrite(head, 1, WEIGHTS_HEADER, w.f) == WEIGHTS_HEADER;
+    ok = (fclose(w.f) == 0) && ok;
+    ck_stats.streamed_bytes += bytes;
+    if (ck_stats.stream_buffer < (int64_t)WEIGHTS_CHUNK) ck_stats.stream_buffer = (int64_t)WEIGHTS_CHUNK;
+done:
+    free(head), free(ws), free(w.buf);
     return ok;
 }
 

@@ -5,9 +5,12 @@
  *   ck_graph *g;
  *   if (ck_frontend_load("model.onnx", &o, &g, &d) != CK_OK) { print d.msg[i] ...; }
  *
- * Loading parses the ModelProto with protobuf-c, converts it into the IR, frees the protobuf
- * message, folds the shape subgraphs PyTorch's exporter emits into constants, infers every
- * shape, drops dead code and runs the verifier. No protobuf type leaves frontend/.
+ * Loading parses the ModelProto with protobuf-c, converts it into the IR, folds the shape
+ * subgraphs PyTorch's exporter emits into constants, infers every shape, drops dead code and runs
+ * the verifier. No protobuf type leaves frontend/. Weights are not copied: external data is
+ * mapped read-only and embedded data stays in the parsed message; the graph holds both
+ * (ck_graph_hold) and ck_graph_free releases them, so every reader of a value's data (codegen)
+ * must run before it.
  */
 #ifndef CK_FRONTEND_H
 #define CK_FRONTEND_H

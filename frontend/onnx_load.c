@@ -9,9 +9,12 @@
  * order computed here, so a graph whose nodes are listed out of order still loads.
  *
  * Conversion keeps names: initializers keep their ONNX (= PyTorch parameter) names, nodes keep
- * their scope paths. After conversion the protobuf message is freed and the folding/inference
- * pass (fold.c) makes every shape static.
+ * their scope paths. Weight bytes are never copied where they can be used in place (a compile
+ * needs memory for the graph, not for the weights): external data is mapped, embedded data stays
+ * in the parsed message, which the graph then holds; otherwise the message is freed after
+ * conversion. Then the folding/inference pass (fold.c) makes every shape static.
  */
+#define _DEFAULT_SOURCE /* madvise (MADV_DONTNEED: posix_madvise's is a no-op in glibc) */
 #include "ck_frontend.h"
 #include "onnx.pb-c.h"
 
@@ -21,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,6 +34,8 @@ typedef struct loader {
     const ck_load_options *o;
     const char *base_dir;
     ck_map *names;        /* ONNX value name -> ck_value* */
+    ck_map *maps;         /* external-data path -> ext_map* */
+    bool keep_proto;      /* some value's data points into the parsed message */
     bool *dim_used;       /* per --dim binding */
     int errors;
 } loader;
@@ -56,29 +62,154 @@ static bool parse_u64(const char *s, uint64_t *out) {
     return true;
 }
 
-/* Opens path for reading if it is a regular file. O_NONBLOCK keeps open() itself from waiting
- * forever on a FIFO; a directory, device or FIFO is refused after fstat. On failure returns NULL
+/* Opens path read-only if it is a regular file. O_NONBLOCK keeps open() itself from waiting
+ * forever on a FIFO; a directory, device or FIFO is refused after fstat. On failure returns -1
  * and *why is errno's text or "not a regular file". */
-static FILE *open_regular(const char *path, uint64_t *size, const char **why) {
+static int open_regular_fd(const char *path, uint64_t *size, const char **why) {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         *why = strerror(errno);
-        return NULL;
+        return -1;
     }
     struct stat st;
-    FILE *f = NULL;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) *why = "not a regular file";
-    else if (!(f = fdopen(fd, "rb"))) *why = strerror(errno);
-    if (!f) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        *why = "not a regular file";
         close(fd);
-        return NULL;
+        return -1;
     }
     *size = (uint64_t)st.st_size;
-    return f;
+    return fd;
 }
 
-/* Reads v's bytes from the external file; allocates them only once the file is known to hold
- * them. */
+/* ---------------------------------------------------------------- external data: mapped, not read
+ *
+ * An external-data file is mapped read-only once per load (the first tensor that names it) and
+ * its tensors' data point into the mapping: loading, folding, planning and inspect never fault in
+ * a weight page (folding reads only the small constants it folds), and codegen streams weights.bin
+ * from the mapping, dropping each page once written (ck_graph_data_done). The graph holds the
+ * mapping (ck_graph_hold); ck_graph_free unmaps it. A file truncated by someone else while
+ * mapped faults (SIGBUS) when read, as with any mapping. */
+
+typedef struct ext_map {
+    const char *base;  /* NULL for an empty file */
+    size_t size;
+} ext_map;
+
+static size_t page_size(void) {
+    static size_t ps;
+    if (!ps) {
+        long p = sysconf(_SC_PAGESIZE);
+        ps = p > 0 ? (size_t)p : 4096;
+    }
+    return ps;
+}
+
+/* madvise(MADV_DONTNEED) on a read-only file mapping unmaps pages from this process only: a later
+ * read maps the same bytes again from the page cache. So a reader done with [p, p + n) can drop
+ * more than that, and does: the kernel maps more than the page a read faults on (fault-around,
+ * 64 KiB; a whole PMD, 2 MiB, of a large page-cache folio), so pages before p dropped earlier
+ * come back with the next fault. Dropping DROP_MARGIN on both sides catches them: what streaming
+ * a file leaves resident stays bounded by about the margin, not by the file's size. */
+#define DROP_MARGIN ((uintptr_t)2 << 20)
+static void drop_pages(void *ctx, const void *p, size_t n) {
+    const ext_map *m = ctx;
+    size_t ps = page_size();
+    uintptr_t base = (uintptr_t)m->base, end = (base + m->size + ps - 1) & ~(uintptr_t)(ps - 1);
+    uintptr_t a = (uintptr_t)p - base > DROP_MARGIN ? (uintptr_t)p - DROP_MARGIN : base;
+    uintptr_t e = end - ((uintptr_t)p + n) > DROP_MARGIN ? (uintptr_t)p + n + DROP_MARGIN : end;
+    a &= ~(uintptr_t)(ps - 1);
+    e = (e + ps - 1) & ~(uintptr_t)(ps - 1);
+    if (e > end) e = end;
+    if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+/* Pages of [base, base + size) present in this process's page tables (/proc/self/pagemap's bit
+ * 63, readable without privileges); -1 when pagemap cannot be read. */
+static int64_t resident_bytes(const char *base, size_t size) {
+    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    size_t ps = page_size(), np = (size_t)(size + ps - 1) / ps, first = (uintptr_t)base / ps;
+    uint64_t e[512];
+    int64_t res = 0;
+    for (size_t i = 0; i < np;) {
+        size_t k = np - i < 512 ? np - i : 512;
+        ssize_t r = pread(fd, e, k * 8, (off_t)((first + i) * 8));
+        if (r != (ssize_t)(k * 8)) {
+            res = -1;
+            break;
+        }
+        for (size_t j = 0; j < k; j++) res += (int64_t)(e[j] >> 63) * (int64_t)ps;
+        i += k;
+    }
+    close(fd);
+    return res;
+}
+
+static void unmap_ext(void *ctx) {
+    ext_map *m = ctx;
+    if (ck_stats.enabled) {
+        int64_t r = resident_bytes(m->base, m->size);
+        ck_stats.resident_bytes = r < 0 || ck_stats.resident_bytes < 0 ? -1 : ck_stats.resident_bytes + r;
+    }
+    munmap((void *)m->base, m->size);
+}
+
+/* The mapping of path, made on first use. NULL (with an error reported) when the file cannot be
+ * opened or mapped; failures are not remembered, so each tensor naming the file reports it. */
+static ext_map *map_external(loader *L, const char *what, const char *path) {
+    if (!L->maps) L->maps = ck_map_new(L->g->arena, 16);
+    ext_map *m = ck_map_get(L->maps, path);
+    if (m) return m;
+    const char *why;
+    uint64_t size;
+    int fd = open_regular_fd(path, &size, &why);
+    if (fd < 0) {
+        LERR(L, "%s: cannot open external data file '%s': %s", what, path, why);
+        return NULL;
+    }
+    const char *base = NULL;
+    if (size && size <= SIZE_MAX && (base = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
+        base = NULL;
+    close(fd);
+    if (size && !base) {
+        LERR(L, "%s: cannot read external data file '%s'", what, path);
+        return NULL;
+    }
+    m = ck_arena_alloc(L->g->arena, sizeof *m);
+    char *key = ck_arena_strdup(L->g->arena, path);
+    if (!m || !key) {
+        if (base) munmap((void *)base, (size_t)size);
+        LERR(L, "%s: out of memory", what);
+        return NULL;
+    }
+    *m = (ext_map){.base = base, .size = (size_t)size};
+    if (base) {
+        ck_graph_hold(L->g, base, (size_t)size, drop_pages, unmap_ext, m);
+        ck_stats.mapped_files++;
+        ck_stats.mapped_bytes += (int64_t)size;
+    }
+    ck_map_put(L->maps, key, m);
+    return m;
+}
+
+/* n bytes of path at off into dst, with pread: not through the mapping, whose neighbouring pages
+ * a fault would map too (the kernel's fault-around). */
+static bool read_at(const char *path, uint64_t off, void *dst, size_t n) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return false;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, (char *)dst + done, n - done, (off_t)(off + done));
+        if (r <= 0 && !(r < 0 && errno == EINTR)) break;
+        if (r > 0) done += (size_t)r;
+    }
+    close(fd);
+    return done == n;
+}
+
+/* Points v's data at its bytes in the external file once the file is known to hold them. Data
+ * at an offset not aligned to its element size (no exporter writes that; the file format allows
+ * it) is read into the arena instead, since readers access elements through typed pointers. */
 static bool read_external(loader *L, const char *what, const Onnx__TensorProto *t, ck_value *v, size_t bytes) {
     const char *loc = ext_key(t, "location");
     if (!loc || !*loc) {
@@ -115,32 +246,36 @@ static bool read_external(loader *L, const char *what, const Onnx__TensorProto *
     char *path = malloc(plen);
     if (!path) return false;
     snprintf(path, plen, "%s/%s", L->base_dir, loc);
-    const char *why;
-    uint64_t size;
-    FILE *f = open_regular(path, &size, &why);
-    if (!f) {
-        LERR(L, "%s: cannot open external data file '%s': %s", what, path, why);
-        free(path);
-        return false;
-    }
+    ext_map *m = map_external(L, what, path);
     bool ok = false;
-    if (size < off || size - off < len) /* overflow-safe: off + len could wrap */
+    size_t esz = ck_dtype_size(v->dtype);
+    if (!m)
+        ; /* reported */
+    else if (m->size < off || m->size - off < len) /* overflow-safe: off + len could wrap */
         LERR(L, "%s: external data file '%s' is too short: %llu bytes needed at offset %llu but the file has %llu", what,
-             path, (unsigned long long)len, (unsigned long long)off, (unsigned long long)size);
-    else if (!(v->data = ck_arena_alloc(L->g->arena, bytes ? bytes : 1)))
-        LERR(L, "%s: out of memory for %zu bytes", what, bytes);
-    else if (fseeko(f, (off_t)off, SEEK_SET) != 0 || fread(v->data, 1, bytes, f) != bytes)
-        LERR(L, "%s: cannot read external data file '%s'", what, path);
-    else
+             path, (unsigned long long)len, (unsigned long long)off, (unsigned long long)m->size);
+    else if (bytes == 0 || off % esz) {
+        if (!(v->data = ck_arena_alloc(L->g->arena, bytes ? bytes : 1)))
+            LERR(L, "%s: out of memory for %zu bytes", what, bytes);
+        else if (bytes && !read_at(path, off, v->data, bytes))
+            LERR(L, "%s: cannot read external data file '%s'", what, path);
+        else {
+            ck_stats.copied_bytes += (int64_t)bytes;
+            ok = true;
+        }
+    } else {
+        v->data = (void *)(uintptr_t)(m->base + off);
         ok = true;
-    fclose(f);
+    }
     free(path);
     return ok;
 }
 
-/* Fills v (created by the caller with the right dtype and dims) with t's data. The data must be
- * all there before anything is allocated: a tensor claiming 2^40 elements with 8 bytes of data is
- * refused, not allocated. */
+/* Fills v (created by the caller with the right dtype and dims) with t's data, checked against
+ * v's shape first: a tensor claiming 2^40 elements with 8 bytes of data is refused, never
+ * allocated. raw_data, float_data, double_data and int64_data are used where protobuf-c unpacked
+ * them (the graph holds the message, L->keep_proto); only the narrower integer types (stored as
+ * int32_data) are converted into the arena. */
 static bool tensor_data(loader *L, const char *what, const Onnx__TensorProto *t, ck_value *v) {
     int64_t numel = ck_value_numel(v);
     size_t esz = ck_dtype_size(v->dtype), bytes = (size_t)numel * esz;
@@ -150,19 +285,21 @@ static bool tensor_data(loader *L, const char *what, const Onnx__TensorProto *t,
     }
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
         return read_external(L, what, t, v, bytes);
+    void *in_proto = NULL;
     if (t->has_raw_data) {
         if (t->raw_data.len != bytes) {
             LERR(L, "%s: raw_data has %zu bytes but shape %s of %s needs %zu", what, t->raw_data.len,
                  ck_shape_str(v, (char[CK_SHAPE_STR_MAX]){0}, CK_SHAPE_STR_MAX), ck_dtype_name(v->dtype), bytes);
             return false;
         }
+        in_proto = t->raw_data.data; /* little-endian host, as ONNX stores it; malloc'd: aligned */
     } else {
         size_t have;
         const char *field;
         switch (v->dtype) {
-        case CK_F32: have = t->n_float_data, field = "float_data"; break;
-        case CK_F64: have = t->n_double_data, field = "double_data"; break;
-        case CK_I64: have = t->n_int64_data, field = "int64_data"; break;
+        case CK_F32: have = t->n_float_data, field = "float_data", in_proto = t->float_data; break;
+        case CK_F64: have = t->n_double_data, field = "double_data", in_proto = t->double_data; break;
+        case CK_I64: have = t->n_int64_data, field = "int64_data", in_proto = t->int64_data; break;
         default: have = t->n_int32_data, field = "int32_data"; break; /* int32, int16, int8, uint8, bool, float16 bits */
         }
         if (have != (size_t)numel) {
@@ -171,20 +308,19 @@ static bool tensor_data(loader *L, const char *what, const Onnx__TensorProto *t,
             return false;
         }
     }
+    if (bytes && in_proto) {
+        v->data = in_proto;
+        L->keep_proto = true;
+        return true;
+    }
     v->data = ck_arena_alloc(L->g->arena, bytes ? bytes : 1);
     if (!v->data) {
         LERR(L, "%s: out of memory for %zu bytes", what, bytes);
         return false;
     }
-    if (t->has_raw_data) {
-        if (bytes) memcpy(v->data, t->raw_data.data, bytes); /* little-endian host, as ONNX stores it */
-        return true;
-    }
+    ck_stats.copied_bytes += (int64_t)bytes;
     for (int64_t i = 0; i < numel; i++) {
         switch (v->dtype) {
-        case CK_F32: ((float *)v->data)[i] = t->float_data[i]; break;
-        case CK_F64: ((double *)v->data)[i] = t->double_data[i]; break;
-        case CK_I64: ((int64_t *)v->data)[i] = t->int64_data[i]; break;
         case CK_F16: ((uint16_t *)v->data)[i] = (uint16_t)t->int32_data[i]; break;
         default: ck_value_set_i(v, i, t->int32_data[i]); break;
         }
@@ -706,40 +842,46 @@ static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
     return CK_OK;
 }
 
-ck_status ck_frontend_load_buffer(const void *buf, size_t len, const char *base_dir, const ck_load_options *o,
-                                  ck_graph **out, ck_diag *d) {
-    ck_load_options opts = o ? *o : (ck_load_options){0};
-    if (!opts.max_file_bytes) opts.max_file_bytes = CK_DEFAULT_MAX_FILE;
-    if (!opts.max_nodes) opts.max_nodes = CK_DEFAULT_MAX_NODES;
-    if (!opts.fold_max_elems) opts.fold_max_elems = CK_DEFAULT_FOLD_ELEMS;
-    *out = NULL;
+static void free_proto(void *ctx) { onnx__model_proto__free_unpacked(ctx, NULL); }
+
+/* The parse: size checks, the nesting depth, then protobuf-c, which copies every bytes field out
+ * of buf (buf is not needed afterwards). NULL with the message in d on failure. */
+static Onnx__ModelProto *unpack_model(const void *buf, size_t len, const ck_load_options *opts, ck_diag *d,
+                                      ck_status *st) {
+    *st = CK_ERR_PARSE;
     if (len == 0) {
         ck_diag_add(d, "not an ONNX model: the file is empty");
-        return CK_ERR_PARSE;
+        return NULL;
     }
-    if (len > opts.max_file_bytes) {
-        ck_diag_add(d, "the model is %zu bytes, more than the limit of %llu", len, (unsigned long long)opts.max_file_bytes);
-        return CK_ERR_IO;
+    if (len > opts->max_file_bytes) {
+        ck_diag_add(d, "the model is %zu bytes, more than the limit of %llu", len, (unsigned long long)opts->max_file_bytes);
+        *st = CK_ERR_IO;
+        return NULL;
     }
     if (!depth_ok(&onnx__model_proto__descriptor, buf, (const uint8_t *)buf + len, 0)) {
         ck_diag_add(d, "cannot parse the file as an ONNX ModelProto: messages are nested more than %d deep",
                     CK_MAX_PROTO_DEPTH);
-        return CK_ERR_PARSE;
+        return NULL;
     }
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
-    if (!m) {
-        ck_diag_add(d, "cannot parse the file as an ONNX ModelProto (truncated, corrupt or not ONNX)");
-        return CK_ERR_PARSE;
-    }
-    loader L = {.d = d, .o = &opts, .base_dir = base_dir};
+    if (!m) ck_diag_add(d, "cannot parse the file as an ONNX ModelProto (truncated, corrupt or not ONNX)");
+    return m;
+}
+
+/* Converts, folds and verifies the parsed message. Initializer data may stay in m (raw_data
+ * and friends): then the graph holds m and frees it with itself; otherwise m is freed here. */
+static ck_status load_parsed(Onnx__ModelProto *m, const char *base_dir, const ck_load_options *opts, ck_graph **out,
+                             ck_diag *d) {
+    loader L = {.d = d, .o = opts, .base_dir = base_dir};
     L.g = ck_graph_new();
-    L.dim_used = calloc((size_t)opts.n_dims + 1, sizeof *L.dim_used);
+    L.dim_used = calloc((size_t)opts->n_dims + 1, sizeof *L.dim_used);
     ck_status st = L.g && L.dim_used ? load_model(&L, m) : CK_ERR_NOMEM;
     if (st == CK_ERR_NOMEM) ck_diag_add(d, "out of memory");
-    onnx__model_proto__free_unpacked(m, NULL);
+    if (L.g && L.keep_proto) ck_graph_hold(L.g, NULL, 0, NULL, free_proto, m);
+    else onnx__model_proto__free_unpacked(m, NULL);
     free(L.dim_used);
     if (st == CK_OK && L.errors) st = CK_ERR_MODEL;
-    if (st == CK_OK) st = ck_frontend_fold(L.g, opts.fold_max_elems, d);
+    if (st == CK_OK) st = ck_frontend_fold(L.g, opts->fold_max_elems, d);
     if (st == CK_OK) st = ck_graph_verify(L.g, d);
     if (st != CK_OK) {
         ck_graph_free(L.g);
@@ -749,37 +891,59 @@ ck_status ck_frontend_load_buffer(const void *buf, size_t len, const char *base_
     return CK_OK;
 }
 
+static ck_load_options with_defaults(const ck_load_options *o) {
+    ck_load_options opts = o ? *o : (ck_load_options){0};
+    if (!opts.max_file_bytes) opts.max_file_bytes = CK_DEFAULT_MAX_FILE;
+    if (!opts.max_nodes) opts.max_nodes = CK_DEFAULT_MAX_NODES;
+    if (!opts.fold_max_elems) opts.fold_max_elems = CK_DEFAULT_FOLD_ELEMS;
+    return opts;
+}
+
+ck_status ck_frontend_load_buffer(const void *buf, size_t len, const char *base_dir, const ck_load_options *o,
+                                  ck_graph **out, ck_diag *d) {
+    ck_load_options opts = with_defaults(o);
+    *out = NULL;
+    ck_status st;
+    Onnx__ModelProto *m = unpack_model(buf, len, &opts, d, &st);
+    return m ? load_parsed(m, base_dir, &opts, out, d) : st;
+}
+
+/* The file is mapped, not read into the heap: protobuf-c copies what it keeps, and the mapping
+ * goes as soon as the message is parsed. */
 ck_status ck_frontend_load(const char *path, const ck_load_options *o, ck_graph **out, ck_diag *d) {
     *out = NULL;
-    uint64_t max = o && o->max_file_bytes ? o->max_file_bytes : CK_DEFAULT_MAX_FILE;
+    ck_load_options opts = with_defaults(o);
     const char *why;
     uint64_t size;
-    FILE *f = open_regular(path, &size, &why);
-    if (!f) {
+    int fd = open_regular_fd(path, &size, &why);
+    if (fd < 0) {
         ck_diag_add(d, "cannot %s '%s': %s", strcmp(why, "not a regular file") ? "open" : "read", path, why);
         return CK_ERR_IO;
     }
-    if (size > max) {
+    if (size > opts.max_file_bytes) {
         ck_diag_add(d, "'%s' is %llu bytes, more than the limit of %llu", path, (unsigned long long)size,
-                    (unsigned long long)max);
-        fclose(f);
+                    (unsigned long long)opts.max_file_bytes);
+        close(fd);
         return CK_ERR_IO;
     }
     size_t len = (size_t)size;
-    void *buf = malloc(len ? len : 1);
-    if (!buf || fread(buf, 1, len, f) != len) {
-        ck_diag_add(d, "cannot read '%s': %s", path, buf ? strerror(errno) : "out of memory");
-        free(buf);
-        fclose(f);
+    void *buf = NULL;
+    if (len && (buf = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
+        ck_diag_add(d, "cannot read '%s': %s", path, strerror(errno));
+        close(fd);
         return CK_ERR_IO;
     }
-    fclose(f);
+    close(fd);
+    if (buf) madvise(buf, len, MADV_SEQUENTIAL);
+    ck_status st;
+    Onnx__ModelProto *m = unpack_model(buf ? buf : "", len, &opts, d, &st);
+    if (buf) munmap(buf, len);
+    if (!m) return st;
     /* external data is resolved relative to the model's directory */
     char *dir = strdup(path);
     char *slash = dir ? strrchr(dir, '/') : NULL;
     if (slash) *slash = 0;
-    ck_status s = ck_frontend_load_buffer(buf, len, slash ? (dir[0] ? dir : "/") : ".", o, out, d);
+    st = load_parsed(m, slash ? (dir[0] ? dir : "/") : ".", &opts, out, d);
     free(dir);
-    free(buf);
-    return s;
+    return st;
 }

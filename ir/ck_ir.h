@@ -2,7 +2,9 @@
  *
  * The frontend builds a ck_graph from an ONNX file; the passes rewrite it; codegen reads it.
  * Nothing here knows about protobuf. Everything a graph owns (nodes, values, attributes, names,
- * constant data) lives in one arena: ck_graph_free releases all of it at once.
+ * constant data) lives in one arena: ck_graph_free releases all of it at once. The one exception
+ * is weight data the loader did not copy (external data mapped read-only, raw_data left in the
+ * parsed protobuf): values point into it, and the graph holds it (ck_graph_hold) until freed.
  *
  *   ck_graph *g = ck_graph_new();
  *   ck_value *x = ck_graph_add_value(g, "x", CK_F32, 2, (int64_t[]){4, 8}, CK_ROLE_INPUT);
@@ -114,7 +116,9 @@ typedef struct ck_value {
     int64_t dims[CK_MAX_RANK];
     ck_role role;
     ck_node *producer;          /* NULL for inputs, params, buffers, consts */
-    void *data;                 /* host bytes (row-major) when known at compile time, else NULL */
+    void *data;                 /* host bytes (row-major) when known at compile time, else NULL; a
+                                 * loaded initializer's may be a read-only file mapping or the
+                                 * parsed protobuf (ck_graph_hold): only new values are written */
     /* set by the memory planner */
     int64_t offset;             /* byte offset in the arena */
     struct ck_value *alias;     /* a view: shares the bytes of this value (same offset) */
@@ -245,8 +249,20 @@ typedef struct ck_segment {
     int64_t saved_bytes;             /* its checkpoints: the kept inputs its recompute reads */
 } ck_segment;
 
+/* Memory outside the arena that values' data point into, held by the graph: a read-only file
+ * mapping of external data, the parsed protobuf holding raw_data. */
+typedef struct ck_hold {
+    const char *base;      /* [base, base + len): what values may point into; NULL: no one range */
+    size_t len;
+    void (*drop)(void *ctx, const void *p, size_t n); /* lets go of pages a reader is done with; NULL: none */
+    void (*release)(void *ctx);            /* called by ck_graph_free */
+    void *ctx;
+    struct ck_hold *next;
+} ck_hold;
+
 typedef struct ck_graph {
     ck_arena *arena;
+    ck_hold *holds;        /* released by ck_graph_free, the last added first */
     ck_node **nodes;       /* in execution (topological) order */
     int n_nodes, cap_nodes;
     ck_value **values;     /* every value the graph uses, in creation order */
@@ -274,6 +290,29 @@ typedef struct ck_graph {
 
 ck_graph *ck_graph_new(void);
 void ck_graph_free(ck_graph *g);
+/* The graph keeps [base, base + len) alive until ck_graph_free, which then calls release(ctx);
+ * drop, when set, is called with ctx on ranges of it a reader no longer needs (ck_graph_data_done). */
+void ck_graph_hold(ck_graph *g, const void *base, size_t len, void (*drop)(void *ctx, const void *p, size_t n),
+                   void (*release)(void *ctx), void *ctx);
+/* A reader streaming data (codegen writing weights.bin) is done with [p, p + n): where that lies
+ * in a held file mapping, its pages leave this process (the file's page cache stays and a later
+ * read maps them again), so streaming every weight keeps the resident set bounded. */
+void ck_graph_data_done(const ck_graph *g, const void *p, size_t n);
+
+/* Debug counters of the bytes of initializer and constant data (weights) the compiler touches, for
+ * tests and benchmarks (ckptc prints them when CKPTC_STATS is set). One process-wide instance;
+ * ckptc is single-threaded. */
+typedef struct ck_io_stats {
+    bool enabled;            /* set by the user of the counters: resident_bytes costs a pagemap read */
+    int64_t mapped_files;    /* external-data files mapped (each once per load) */
+    int64_t mapped_bytes;    /* their sizes */
+    int64_t copied_bytes;    /* weight bytes the loader copied or converted into the arena */
+    int64_t resident_bytes;  /* bytes of the mappings resident in this process when released
+                              * (pages a reader touched and did not drop; -1: unknown) */
+    int64_t streamed_bytes;  /* weights.bin payload bytes written by codegen */
+    int64_t stream_buffer;   /* the largest buffer codegen used to write them */
+} ck_io_stats;
+extern ck_io_stats ck_stats;
 ck_value *ck_graph_add_value(ck_graph *g, const char *name, ck_dtype dt, int rank,
                              const int64_t *dims, ck_role role);
 /* Creates n_out fresh ACTIVATION outputs (dtype/shape filled by ck_infer_node) and appends the

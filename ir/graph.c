@@ -197,7 +197,28 @@ ck_graph *ck_graph_new(void) {
 }
 
 void ck_graph_free(ck_graph *g) {
-    if (g) ck_arena_free(g->arena);
+    if (!g) return;
+    for (ck_hold *h = g->holds; h; h = h->next) h->release(h->ctx); /* the list is newest first */
+    ck_arena_free(g->arena);
+}
+
+ck_io_stats ck_stats;
+
+void ck_graph_hold(ck_graph *g, const void *base, size_t len, void (*drop)(void *ctx, const void *p, size_t n),
+                   void (*release)(void *ctx), void *ctx) {
+    ck_hold *h = ck_arena_alloc(g->arena, sizeof *h);
+    CK_ASSERT(h);
+    *h = (ck_hold){.base = base, .len = len, .drop = drop, .release = release, .ctx = ctx, .next = g->holds};
+    g->holds = h;
+}
+
+void ck_graph_data_done(const ck_graph *g, const void *p, size_t n) {
+    const char *c = p;
+    for (const ck_hold *h = g->holds; h; h = h->next)
+        if (h->drop && h->base && c >= h->base && (size_t)(c - h->base) <= h->len && n <= h->len - (size_t)(c - h->base)) {
+            h->drop(h->ctx, p, n);
+            return;
+        }
 }
 
 static void *ck_grow(ck_arena *a, void *old, int n, int *cap, size_t elem) {

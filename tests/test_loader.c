@@ -136,6 +136,39 @@ START_TEST(external_data) {
 }
 END_TEST
 
+/* Issue 23: no weight byte is copied where it can be used in place. External data is mapped, not
+ * read (nothing copied; no page of it resident until a reader touches one: /proc/self/pagemap,
+ * counted when the graph releases the mapping); raw_data, float_data, double_data and int64_data
+ * stay in the parsed message; only int32_data's narrower types are converted. */
+START_TEST(weights_used_in_place) {
+    static const float w1[] = {10, 20, 30, 40, 50, 60};
+    ck_stats = (ck_io_stats){.enabled = true};
+    ck_graph *g = load_ok("ext_data.onnx", NULL);
+    ck_assert_int_eq(ck_stats.copied_bytes, 0);
+    ck_assert_int_eq(ck_stats.mapped_files, 1);
+    ck_assert_int_eq(ck_stats.mapped_bytes, 48); /* the whole file: 16 + 24 + 8 bytes */
+    ck_graph_free(g);
+    ck_assert_int_eq(ck_stats.resident_bytes, 0); /* loading, folding and verifying read no weight */
+    g = load_ok("ext_data.onnx", NULL);
+    assert_floats(find_value(g, "w"), w1, 6); /* a reader faults its page in */
+    ck_graph_free(g);
+    ck_assert_int_ne(ck_stats.resident_bytes, 0); /* > 0, or -1 where pagemap cannot be read */
+
+    const char *in_place[] = {"enc_raw.onnx", "enc_float_data.onnx", "enc_double_data.onnx", "enc_int64_data.onnx",
+                              "enc_int64_raw.onnx"};
+    for (int k = 0; k < 5; k++) {
+        ck_stats = (ck_io_stats){.enabled = true};
+        ck_graph_free(load_ok(in_place[k], NULL));
+        ck_assert_msg(ck_stats.copied_bytes == 0, "%s: %lld bytes copied", in_place[k], (long long)ck_stats.copied_bytes);
+        ck_assert_int_eq(ck_stats.mapped_files, 0);
+    }
+    ck_stats = (ck_io_stats){.enabled = true};
+    ck_graph_free(load_ok("enc_int32_data.onnx", NULL));
+    ck_assert_int_eq(ck_stats.copied_bytes, 12); /* int32 [7, -8, 9] from int32_data */
+    ck_stats = (ck_io_stats){0};
+}
+END_TEST
+
 START_TEST(constant_forms) {
     ck_graph *g = load_ok("const_forms.onnx", NULL);
     static const float cv[] = {1, 2}, cf[] = {3.5f}, cfs[] = {1, 2, 3};
@@ -321,6 +354,7 @@ int main(void) {
     tcase_add_test(tc, int64_encodings);
     tcase_add_test(tc, int32_double_bool_encodings);
     tcase_add_test(tc, external_data);
+    tcase_add_test(tc, weights_used_in_place);
     tcase_add_test(tc, constant_forms);
     tcase_add_test(tc, dim_param_binding);
     tcase_add_test(tc, shape_subgraph_folds);
