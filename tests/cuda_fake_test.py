@@ -27,6 +27,8 @@ import shutil
 import subprocess
 import sys
 
+from cuda_emu_test import dims_of, npys, rel  # the same sample dims, .npy loading and relative error
+
 SAMPLES = os.environ.get("CK_FAKE_SAMPLES", "mlp gpt bert resnet gpt4").split()
 VARIANTS = [("train", []), ("blocks+offload", ["--checkpoint=blocks", "--offload"])]
 SEEDS = [0, 1, 2, 3]
@@ -38,25 +40,6 @@ def run(cmd, env=None, expect=0):
     if expect is not None and r.returncode != expect:
         raise SystemExit(f"FAIL: {' '.join(cmd)}: exit {r.returncode} (expected {expect})\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
     return r
-
-
-def dims_of(samples, name):
-    with open(os.path.join(samples, name + ".json")) as f:
-        d = json.load(f).get("dims", {}) or {}
-    return [x for k, v in d.items() for x in ("--dim", f"{k}={v}")]
-
-
-def npys(d):
-    import numpy as np
-    return {f[:-4]: np.load(os.path.join(d, f)) for f in sorted(os.listdir(d)) if f.endswith(".npy")}
-
-
-def rel(a, b):
-    import numpy as np
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape:
-        return float("inf")
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-6)) if b.size else 0.0
 
 
 def main():
