@@ -73,7 +73,7 @@ def program_of(d):
 
 
 def no_gpu_reason(msg):
-    keys = ("no CUDA driver", "no usable CUDA device", "no CUDA device", "does not exist")
+    keys = ("no CUDA driver", "no usable CUDA device", "no CUDA device", "does not exist", "without CUDA support")
     return any(k in msg for k in keys)
 
 
