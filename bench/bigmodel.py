@@ -76,18 +76,23 @@ def write_model(path, layers, width, batch, seed=0):
 
 
 def run_child(cmd, env=None):
-    """(exit status, wall seconds, peak RSS bytes, stdout, stderr) of one child. The peak comes from
-    GNU time (/usr/bin/time -f %M): the kernel carries a process's ru_maxrss across exec, so a child
-    forked from this Python process would report at least Python's own RSS; time is small."""
+    """(exit status, wall seconds, peak RSS bytes, stdout, stderr) of one child; its CPU seconds
+    (user + system) go to CPU_S. Peak and CPU time come from GNU time (/usr/bin/time -f): the
+    kernel carries a process's ru_maxrss across exec, so a child forked from this Python process
+    would report at least Python's own RSS; time is small."""
     os.sync()
     rss_file = "/tmp/ckptc-bench-rss.%d" % os.getpid()
     t0 = time.monotonic()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file] + cmd, capture_output=True, env=env)
+    p = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", "-o", rss_file] + cmd, capture_output=True, env=env)
     wall = time.monotonic() - t0
     with open(rss_file) as f:
-        rss = int(f.read().split()[-1]) * 1024
+        rss, user, sys_s = f.read().split()[-3:]
     os.unlink(rss_file)
-    return p.returncode, wall, rss, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+    CPU_S.append(float(user) + float(sys_s))
+    return p.returncode, wall, int(rss) * 1024, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+CPU_S = []  # user + system seconds of each run_child, in order (the last one is the run just made)
 
 
 def stats_of(err):
@@ -142,7 +147,7 @@ def main():
                 rc, wall, rss, out, err = run_child([exe, model] + flags + ["--plan-only"], env)
                 if rc != 0:
                     sys.exit("%s --plan-only failed (%d):\n%s" % (exe, rc, err))
-                r["plan_only"].append({"wall_s": wall, "rss": rss, "stats": stats_of(err)})
+                r["plan_only"].append({"wall_s": wall, "cpu_s": CPU_S[-1], "rss": rss, "stats": stats_of(err)})
             print("%s: --plan-only %.0f MiB %.2f s" % (tag, mib(med([x["rss"] for x in r["plan_only"]])),
                                                      med([x["wall_s"] for x in r["plan_only"]])), flush=True)
         # cp and -o in turns, so that both see the same state of the machine (page cache, the
@@ -152,6 +157,7 @@ def main():
             dst = os.path.join(a.work, "copy.data")
             rc, wall, rss, out, err = run_child(["cp", model + ".data", dst])
             res["cp_s"].append(wall)
+            res.setdefault("cp_cpu_s", []).append(CPU_S[-1])
             os.unlink(dst)
             for tag, exe in builds:
                 if tag == "baseline" and k >= a.baseline_reps:
@@ -161,7 +167,8 @@ def main():
                 rc, wall, rss, out, err = run_child([exe, model] + flags + ["-o", out_dir], env)
                 if rc != 0:
                     sys.exit("%s -o failed (%d):\n%s" % (exe, rc, err))
-                res["ckptc"][tag]["compile"].append({"wall_s": wall, "rss": rss, "stats": stats_of(err), "cp_s": res["cp_s"][-1]})
+                res["ckptc"][tag]["compile"].append({"wall_s": wall, "cpu_s": CPU_S[-1], "rss": rss, "stats": stats_of(err),
+                                                     "cp_s": res["cp_s"][-1]})
             print("round %d: cp %.2f s; %s" % (k + 1, res["cp_s"][-1], "; ".join(
                 "%s -o %.2f s %.0f MiB" % (tag, r["compile"][-1]["wall_s"], mib(r["compile"][-1]["rss"]))
                 for tag, r in res["ckptc"].items() if len(r["compile"]) == k + 1)), flush=True)
@@ -208,18 +215,18 @@ def table(res):
     w = res["model"]["data_bytes"]
     cp = med(res["cp_s"])
     lines = ["| ckptc | command | peak RSS (median) | RSS / weights | wall: median (each run) | / cp in the same round (median) "
-             "| weight bytes copied | mapped bytes resident at exit |", "|---|---|---|---|---|---|---|---|"]
+             "| CPU user+sys (median) | weight bytes copied | mapped bytes resident at exit |", "|---|---|---|---|---|---|---|---|---|"]
     for tag, r in res["ckptc"].items():
         for key, cmd in (("plan_only", "--plan-only"), ("compile", "-o DIR")):
             xs = r[key]
             rss, wall, st = med([x["rss"] for x in xs]), med([x["wall_s"] for x in xs]), xs[-1]["stats"]
             ratio = med([x["wall_s"] / x["cp_s"] for x in xs]) if key == "compile" else None
-            lines.append("| %s | `%s` | %.0f MiB | %.3f | %.2f s (%s) | %s | %s | %s |" % (
+            lines.append("| %s | `%s` | %.0f MiB | %.3f | %.2f s (%s) | %s | %.2f s | %s | %s |" % (
                 tag, cmd, mib(rss), rss / w, wall, ", ".join("%.2f" % x["wall_s"] for x in xs),
-                "%.2f" % ratio if ratio else "",
+                "%.2f" % ratio if ratio else "", med([x["cpu_s"] for x in xs]),
                 st.get("copied_bytes", "n/a"), st.get("resident_bytes", "n/a")))
-    lines.append("| | `cp` of the %.0f MiB data file | | | %.2f s (%s) | 1.00 | | |" % (
-        mib(w), cp, ", ".join("%.2f" % x for x in res["cp_s"])))
+    lines.append("| | `cp` of the %.0f MiB data file | | | %.2f s (%s) | 1.00 | %.2f s | | |" % (
+        mib(w), cp, ", ".join("%.2f" % x for x in res["cp_s"]), med(res["cp_cpu_s"])))
     t = res["trainer"]
     lines.append("")
     lines.append("trainer (%d layers, one step): peak RSS %.0f MiB, planned arena %.0f MiB (measured peak %s bytes): "
