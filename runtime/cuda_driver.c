@@ -100,12 +100,10 @@ static struct {
     void *pool;
     CUevent user[N_USER_EVENTS];
     CUevent uploaded; /* recorded after the mirror's upload on the compute stream */
-    CUdeviceptr cublas_ws;
-    int64_t cublas_ws_bytes;
     CUevent copy_ev[N_EVENT_PAIRS][4]; /* compute ready, copy start, copy end, compute waits */
     int n_copy_ev;
-    /* reloads the compute stream has not waited for yet: it waits before the first kernel that
-     * gets a pointer into one (prefetches overlap the compute in between) */
+    /* reloads since the last settle_copies: each stream waits for one before its first kernel
+     * that gets a pointer into it (prefetches overlap the compute in between) */
     struct { CUdeviceptr at; int64_t bytes; CUevent *ev; unsigned waited; /* bit per stream */ } pending[N_EVENT_PAIRS];
     int n_pending;
     CUresult pending_err;
@@ -270,8 +268,9 @@ enum { N_NVRTC_OPTIONS = sizeof nvrtc_options / sizeof nvrtc_options[0] };
 /* Compiles src for sm_<arch> (a cubin) or, ptx set, compute_<arch> (PTX the driver JIT-compiles). */
 static int compile_for(ckrt_ctx *c, const char *src, const char *name, int arch, int ptx, char **log, void **image, size_t *bytes) {
     nvrtcProgram prog;
-    char opt[32];
-    snprintf(opt, sizeof opt, "--gpu-architecture=%s_%d", ptx ? "compute" : "sm", arch);
+    char target[24], opt[48];
+    snprintf(target, sizeof target, "%s_%d", ptx ? "compute" : "sm", arch);
+    snprintf(opt, sizeof opt, "--gpu-architecture=%s", target);
     const char *opts[N_NVRTC_OPTIONS + 1] = {opt};
     for (int i = 0; i < N_NVRTC_OPTIONS; i++) opts[i + 1] = nvrtc_options[i];
     *log = NULL, *image = NULL, *bytes = 0;
@@ -284,12 +283,12 @@ static int compile_for(ckrt_ctx *c, const char *src, const char *name, int arch,
     }
     int rc = CKRT_OK;
     if (r != NVRTC_SUCCESS) {
-        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcCompileProgram(%s, %s) failed: %s\n%s", name, opt + 19, N.nvrtcGetErrorString(r),
+        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcCompileProgram(%s, %s) failed: %s\n%s", name, target, N.nvrtcGetErrorString(r),
                        *log ? *log : "(no log)");
     } else if ((ptx ? N.nvrtcGetPTXSize(prog, bytes) : N.nvrtcGetCUBINSize(prog, bytes)) != NVRTC_SUCCESS || *bytes == 0 ||
                !(*image = malloc(*bytes)) ||
                (ptx ? N.nvrtcGetPTX(prog, *image) : N.nvrtcGetCUBIN(prog, *image)) != NVRTC_SUCCESS) {
-        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcGet%s(%s, %s) failed", ptx ? "PTX" : "CUBIN", name, opt + 19);
+        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcGet%s(%s, %s) failed", ptx ? "PTX" : "CUBIN", name, target);
     }
     N.nvrtcDestroyProgram(&prog);
     if (rc) {
@@ -307,9 +306,8 @@ int ckrt_cuda_compile(ckrt_ctx *c, const char *src, const char *name, int sm, ch
  * it; else PTX for the newest architecture NVRTC supports below sm, which the driver compiles for
  * the device at load time (a GPU newer than this NVRTC); a GPU older than every architecture
  * NVRTC supports cannot run its code. */
-static int pick_target(ckrt_ctx *c, int sm, int *arch, int *ptx) {
+static int pick_target(ckrt_ctx *c, int sm, int maj, int min, int *arch, int *ptx) {
     int n = 0, best = 0, lowest = INT_MAX;
-    if (load_nvrtc(c)) return c->code;
     NVRTC(nvrtcGetNumSupportedArchs(&n));
     int *v = malloc(sizeof *v * (size_t)(n > 0 ? n : 1));
     if (!v) return ckrt_fail(c, CKRT_ERR_NOMEM, "out of memory");
@@ -321,8 +319,6 @@ static int pick_target(ckrt_ctx *c, int sm, int *arch, int *ptx) {
     }
     free(v);
     if (r != NVRTC_SUCCESS) return ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcGetSupportedArchs failed: %s", N.nvrtcGetErrorString(r));
-    int maj = 0, min = 0;
-    N.nvrtcVersion(&maj, &min);
     if (!best)
         return ckrt_fail(c, CKRT_ERR_USAGE, "the GPU is sm_%d, older than every architecture NVRTC %d.%d compiles for (the oldest is sm_%d); "
                          "use a CUDA toolkit that still supports it, or --device cpu", sm, maj, min, n ? lowest : 0);
@@ -447,7 +443,7 @@ static int load_kernels(ckrt_ctx *c, const ckrt_cuda_options *o) {
         return ckrt_fail(c, CKRT_ERR_INTERNAL, "nvrtcVersion failed: %s", N.nvrtcGetErrorString(nv));
     }
     int arch = 0, ptx = 0;
-    if (pick_target(c, G.sm, &arch, &ptx)) {
+    if (pick_target(c, G.sm, maj, min, &arch, &ptx)) {
         free(src);
         return c->code;
     }
@@ -637,8 +633,7 @@ static int be_arena_alloc(ckrt_ctx *c, int64_t bytes, unsigned char **out) {
         return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate %lld bytes on the GPU (%s)", (long long)dev_bytes, c->msg);
     }
     G.mirror = m, G.arena_bytes = (int64_t)n, G.dirty = 1;
-    G.cublas_ws = G.arena + (CUdeviceptr)at_ws, G.cublas_ws_bytes = ws;
-    BLAS(cublasSetWorkspace, (G.blas, (void *)(uintptr_t)G.cublas_ws, (size_t)ws));
+    BLAS(cublasSetWorkspace, (G.blas, (void *)(uintptr_t)(G.arena + (CUdeviceptr)at_ws), (size_t)ws));
     *out = m;
     return CKRT_OK;
 }

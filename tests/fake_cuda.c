@@ -138,7 +138,6 @@ struct CUstream_st {
     op *q;
     uint64_t n, done, cap; /* ops enqueued, ops run */
     unsigned flags;
-    int id;
 };
 struct CUevent_st {
     struct CUstream_st *s; /* the last record: complete once s has run pos ops */
@@ -146,7 +145,7 @@ struct CUevent_st {
     int recorded;
 };
 
-static struct CUstream_st null_stream = {.id = 0};
+static struct CUstream_st null_stream;
 
 static struct CUstream_st *S(CUstream s) { return s ? s : &null_stream; }
 
@@ -379,7 +378,7 @@ CUresult cuStreamCreate(CUstream *out, unsigned flags) {
     if (F.n_streams == 16) return CUDA_ERROR_OUT_OF_MEMORY;
     struct CUstream_st *s = calloc(1, sizeof *s);
     if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
-    s->flags = flags, s->id = F.n_streams + 1;
+    s->flags = flags;
     F.streams[F.n_streams++] = s;
     *out = s;
     return CUDA_SUCCESS;
