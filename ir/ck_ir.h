@@ -283,19 +283,22 @@ typedef struct ck_graph {
     ck_value **train_params, **train_grads;
     int n_segments;        /* segments recomputed by the checkpoint pass */
     ck_segment *segments;
-    int n_candidates;      /* segments the policy formed (recomputed or not), with their */
-    int64_t *cand_flops;   /* forward FLOPs (the cost of recomputing them) and */
-    int64_t *cand_bytes;   /* activation bytes (what recomputing them can free) */
+    const struct ck_graph *borrowed; /* a clone: the graph whose names, constant data and holds it
+                                      * shares (it must outlive the clone); NULL: owns its own */
 } ck_graph;
 
 ck_graph *ck_graph_new(void);
 void ck_graph_free(ck_graph *g);
+/* A copy passes can rewrite (same ids, names and order, so a pass decides the same on it) that
+ * shares the original's names, attribute payloads and constant data (clone.c): the original must
+ * not be freed before the clone. */
+ck_graph *ck_graph_clone(const ck_graph *g);
 /* The graph keeps [base, base + len) alive until ck_graph_free, which then calls release(ctx);
  * drop, when set, is called with ctx on ranges of it a reader no longer needs (ck_graph_data_done). */
 void ck_graph_hold(ck_graph *g, const void *base, size_t len, void (*drop)(void *ctx, const void *p, size_t n),
                    void (*release)(void *ctx), void *ctx);
 /* A reader streaming data (codegen writing weights.bin) is done with [p, p + n): where that lies
- * in a held file mapping, its pages leave this process (the file's page cache stays and a later
+ * in a held file mapping (the graph's or, for a clone, its original's), its pages leave this process (the file's page cache stays and a later
  * read maps them again), so streaming every weight keeps the resident set bounded. */
 void ck_graph_data_done(const ck_graph *g, const void *p, size_t n);
 

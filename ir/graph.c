@@ -214,11 +214,12 @@ void ck_graph_hold(ck_graph *g, const void *base, size_t len, void (*drop)(void 
 
 void ck_graph_data_done(const ck_graph *g, const void *p, size_t n) {
     const char *c = p;
-    for (const ck_hold *h = g->holds; h; h = h->next)
-        if (h->drop && h->base && c >= h->base && (size_t)(c - h->base) <= h->len && n <= h->len - (size_t)(c - h->base)) {
-            h->drop(h->ctx, p, n);
-            return;
-        }
+    for (; g; g = g->borrowed) /* a clone's data are its original's */
+        for (const ck_hold *h = g->holds; h; h = h->next)
+            if (h->drop && h->base && c >= h->base && (size_t)(c - h->base) <= h->len && n <= h->len - (size_t)(c - h->base)) {
+                h->drop(h->ctx, p, n);
+                return;
+            }
 }
 
 static void *ck_grow(ck_arena *a, void *old, int n, int *cap, size_t elem) {

@@ -79,110 +79,120 @@ static void cut_points(const ck_graph *g, int nf, bool *cut) {
     free(last);
 }
 
-/* seg[i] for forward node i: segment number, or -1 (not checkpointed). Returns the count. */
-static int segment(ck_graph *g, const ck_options *o, int nf, int *seg, ck_diag *d, ck_status *st) {
-    for (int i = 0; i < nf; i++) seg[i] = -1;
+/* blocks (and budget:SIZE): segments by module scope, or by what --block-regex matches. Returns
+ * the count, or -1 when no name carries a key (the caller falls back to cut points). */
+static int segment_blocks(const ck_graph *g, const ck_options *o, int nf, int *seg, ck_diag *d, ck_status *st) {
+    regex_t re;
+    bool user = o->block_regex && *o->block_regex;
+    if (user && regcomp(&re, o->block_regex, REG_EXTENDED) != 0) {
+        ck_diag_add(d, "--block-regex '%s': not a valid regular expression", o->block_regex);
+        *st = CK_ERR_USAGE;
+        return 0;
+    }
+    const char **key = calloc((size_t)nf + 1, sizeof *key);
+    size_t *klen = calloc((size_t)nf + 1, sizeof *klen);
+    CK_ASSERT(key && klen);
+    int keyed = 0, nseg = 0;
+    for (int i = 0; i < nf; i++) {
+        const char *nm = g->nodes[i]->name;
+        if (user) {
+            regmatch_t m;
+            if (regexec(&re, nm, 1, &m, 0) == 0 && m.rm_eo > m.rm_so) key[i] = nm + m.rm_so, klen[i] = (size_t)(m.rm_eo - m.rm_so);
+        } else if ((klen[i] = scope_key(nm)) > 0) {
+            key[i] = nm;
+        }
+        keyed += key[i] != NULL;
+    }
+    if (user) regfree(&re);
+    if (keyed == 0) {
+        free(key), free(klen);
+        return -1; /* names carry no structure */
+    }
+    /* unscoped nodes between two nodes of the same block join it (nearest keyed node after
+     * each node found in one backward sweep, so a long unscoped run costs no rescans) */
+    int *next_keyed = malloc(sizeof(int) * (size_t)(nf + 1));
+    CK_ASSERT(next_keyed);
+    next_keyed[nf] = nf;
+    for (int i = nf - 1; i >= 0; i--) next_keyed[i] = key[i] ? i : next_keyed[i + 1];
+    for (int i = 0, a = -1; i < nf; i++) {
+        if (key[i]) {
+            a = i;
+            continue;
+        }
+        int b = next_keyed[i];
+        if (a >= 0 && b < nf && klen[a] == klen[b] && strncmp(key[a], key[b], klen[a]) == 0) key[i] = key[a], klen[i] = klen[a];
+    }
+    free(next_keyed);
+    for (int i = 0; i < nf; i++) {
+        if (!key[i]) continue;
+        bool same = i > 0 && key[i - 1] && klen[i - 1] == klen[i] && strncmp(key[i - 1], key[i], klen[i]) == 0;
+        seg[i] = same ? seg[i - 1] : nseg++;
+    }
+    free(key), free(klen);
+    return nseg;
+}
+
+/* nodes:REGEX: a boundary after each node whose name matches. */
+static int segment_nodes(const ck_graph *g, const ck_options *o, int nf, int *seg, ck_diag *d, ck_status *st) {
+    regex_t re;
+    if (regcomp(&re, o->checkpoint_regex, REG_EXTENDED | REG_NOSUB) != 0) {
+        ck_diag_add(d, "--checkpoint=nodes:'%s': not a valid regular expression", o->checkpoint_regex);
+        *st = CK_ERR_USAGE;
+        return 0;
+    }
+    int cur = 0;
+    bool any = false;
+    for (int i = 0; i < nf; i++) {
+        seg[i] = cur;
+        if (regexec(&re, g->nodes[i]->name, 0, NULL, 0) == 0) cur++, any = true;
+    }
+    regfree(&re);
+    if (!any) {
+        ck_diag_add(d, "--checkpoint=nodes:'%s': no node name matches", o->checkpoint_regex);
+        *st = CK_ERR_USAGE;
+    }
+    return cur + 1;
+}
+
+/* every:K, sqrt, and blocks on names without blocks: a boundary every `every` cut points. */
+static int segment_cuts(const ck_graph *g, const ck_options *o, int nf, int *seg) {
     bool *cut = calloc((size_t)nf + 1, 1);
     CK_ASSERT(cut);
-    int nseg = 0;
-    *st = CK_OK;
-    switch (o->checkpoint) {
-    case CK_CKPT_NONE:
-        break;
-    case CK_CKPT_BLOCKS:
-    case CK_CKPT_BUDGET: {
-        regex_t re;
-        bool user = o->block_regex && *o->block_regex;
-        if (user && regcomp(&re, o->block_regex, REG_EXTENDED) != 0) {
-            ck_diag_add(d, "--block-regex '%s': not a valid regular expression", o->block_regex);
-            *st = CK_ERR_USAGE;
-            break;
-        }
-        const char **key = calloc((size_t)nf + 1, sizeof *key);
-        size_t *klen = calloc((size_t)nf + 1, sizeof *klen);
-        int keyed = 0;
-        for (int i = 0; i < nf; i++) {
-            const char *nm = g->nodes[i]->name;
-            if (user) {
-                regmatch_t m;
-                if (regexec(&re, nm, 1, &m, 0) == 0 && m.rm_eo > m.rm_so) key[i] = nm + m.rm_so, klen[i] = (size_t)(m.rm_eo - m.rm_so);
-            } else if ((klen[i] = scope_key(nm)) > 0) {
-                key[i] = nm;
-            }
-            keyed += key[i] != NULL;
-        }
-        if (user) regfree(&re);
-        if (keyed == 0) {
-            free(key), free(klen);
-            goto cuts; /* names carry no structure: fall back to cut points */
-        }
-        /* unscoped nodes between two nodes of the same block join it (nearest keyed node after
-         * each node found in one backward sweep, so a long unscoped run costs no rescans) */
-        int *next_keyed = malloc(sizeof(int) * (size_t)(nf + 1));
-        CK_ASSERT(next_keyed);
-        next_keyed[nf] = nf;
-        for (int i = nf - 1; i >= 0; i--) next_keyed[i] = key[i] ? i : next_keyed[i + 1];
-        for (int i = 0, a = -1; i < nf; i++) {
-            if (key[i]) {
-                a = i;
-                continue;
-            }
-            int b = next_keyed[i];
-            if (a >= 0 && b < nf && klen[a] == klen[b] && strncmp(key[a], key[b], klen[a]) == 0) key[i] = key[a], klen[i] = klen[a];
-        }
-        free(next_keyed);
-        for (int i = 0; i < nf; i++) {
-            if (!key[i]) continue;
-            bool same = i > 0 && key[i - 1] && klen[i - 1] == klen[i] && strncmp(key[i - 1], key[i], klen[i]) == 0;
-            seg[i] = same ? seg[i - 1] : nseg++;
-        }
-        free(key), free(klen);
-        break;
+    cut_points(g, nf, cut);
+    int ncut = 0;
+    for (int i = 0; i < nf; i++) ncut += cut[i];
+    int every = o->checkpoint == CK_CKPT_EVERY ? o->checkpoint_k : 1;
+    if (o->checkpoint == CK_CKPT_SQRT) { /* about sqrt(n) segments: a boundary every sqrt(ncut) cuts */
+        int s = 1;
+        while ((s + 1) * (s + 1) <= ncut) s++;
+        every = s;
     }
-    case CK_CKPT_NODES: {
-        regex_t re;
-        if (regcomp(&re, o->checkpoint_regex, REG_EXTENDED | REG_NOSUB) != 0) {
-            ck_diag_add(d, "--checkpoint=nodes:'%s': not a valid regular expression", o->checkpoint_regex);
-            *st = CK_ERR_USAGE;
-            break;
-        }
-        int cur = 0;
-        bool any = false;
-        for (int i = 0; i < nf; i++) {
-            seg[i] = cur;
-            if (regexec(&re, g->nodes[i]->name, 0, NULL, 0) == 0) cur++, any = true;
-        }
-        regfree(&re);
-        if (!any) {
-            ck_diag_add(d, "--checkpoint=nodes:'%s': no node name matches", o->checkpoint_regex);
-            *st = CK_ERR_USAGE;
-        }
-        nseg = cur + 1;
-        break;
-    }
-    case CK_CKPT_EVERY:
-    case CK_CKPT_SQRT:
-    cuts: {
-        cut_points(g, nf, cut);
-        int ncut = 0;
-        for (int i = 0; i < nf; i++) ncut += cut[i];
-        int every = o->checkpoint == CK_CKPT_EVERY ? o->checkpoint_k : 1;
-        if (o->checkpoint == CK_CKPT_SQRT) { /* about sqrt(n) segments: a boundary every sqrt(ncut) cuts */
-            int s = 1;
-            while ((s + 1) * (s + 1) <= ncut) s++;
-            every = s;
-        }
-        if (every < 1) every = 1;
-        int cur = 0, seen = 0;
-        for (int i = 0; i < nf; i++) {
-            seg[i] = cur;
-            if (cut[i] && ++seen % every == 0) cur++;
-        }
-        nseg = cur + 1;
-        break;
-    }
+    if (every < 1) every = 1;
+    int cur = 0, seen = 0;
+    for (int i = 0; i < nf; i++) {
+        seg[i] = cur;
+        if (cut[i] && ++seen % every == 0) cur++;
     }
     free(cut);
+    return cur + 1;
+}
+
+/* seg[i] for forward node i: segment number, or -1 (not checkpointed). Returns the count. */
+static int segment(const ck_graph *g, const ck_options *o, int nf, int *seg, ck_diag *d, ck_status *st) {
+    for (int i = 0; i < nf; i++) seg[i] = -1;
+    *st = CK_OK;
+    int nseg = 0;
+    switch (o->checkpoint) {
+    case CK_CKPT_NONE: break;
+    case CK_CKPT_BLOCKS:
+    case CK_CKPT_BUDGET:
+        nseg = segment_blocks(g, o, nf, seg, d, st);
+        if (nseg < 0) nseg = segment_cuts(g, o, nf, seg);
+        break;
+    case CK_CKPT_NODES: nseg = segment_nodes(g, o, nf, seg, d, st); break;
+    case CK_CKPT_EVERY:
+    case CK_CKPT_SQRT: nseg = segment_cuts(g, o, nf, seg); break;
+    }
     return nseg;
 }
 
@@ -324,124 +334,184 @@ static void offload(ck_graph *g, int nf, int nid, const int *gpos, int ng) {
     free(due), free(ndue), free(at), free(reload), free(host_of), free(out), free(grp), free(cand), free(first);
 }
 
-ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
-    g->n_segments = 0;
-    if (o->infer || o->checkpoint == CK_CKPT_NONE) return CK_OK;
+/* ---------------------------------------------------------------- the pass */
+
+/* What the rewrite knows about the forward: its segments, which segment produced each value,
+ * and which values are read outside their segment (those are kept, never recomputed). */
+typedef struct fwd_segments {
+    int nf, nid, nseg, last_seg; /* last_seg: its backward comes first: left alone (-1: none) */
+    int *seg;                    /* per forward node: segment, or -1 */
+    int *vseg;                   /* per value id: the segment of its producer, or -1 */
+    bool *read_outside;          /* per value id */
+    int *seg_at, *seg_nodes;     /* segment s's forward nodes in order: seg_nodes[seg_at[s] .. seg_at[s + 1]) */
+} fwd_segments;
+
+static void fwd_segments_free(fwd_segments *f) {
+    free(f->seg), free(f->vseg), free(f->read_outside), free(f->seg_at), free(f->seg_nodes);
+}
+
+/* Segments g's forward (the nodes before the first backward node, as autodiff leaves them). */
+static ck_status fwd_segments_init(fwd_segments *f, const ck_graph *g, const ck_options *o, ck_diag *d) {
+    memset(f, 0, sizeof *f);
     int nn = g->n_nodes, nf = 0, nid = g->next_value_id;
     while (nf < nn && is_forward(g->nodes[nf])) nf++;
     for (int i = nf; i < nn; i++) CK_ASSERT(!is_forward(g->nodes[i])); /* forward first, as autodiff leaves it */
-    int *seg = malloc(sizeof(int) * (size_t)(nf + 1));
+    f->nf = nf, f->nid = nid;
+    f->seg = malloc(sizeof(int) * (size_t)(nf + 1));
+    CK_ASSERT(f->seg);
     ck_status st;
-    int nseg = segment(g, o, nf, seg, d, &st);
-    if (st) {
-        free(seg);
-        return st;
-    }
-    /* which segment produced each value; where forward nodes read it */
-    int *vseg = malloc(sizeof(int) * (size_t)(nid + 1));
-    bool *read_outside = calloc((size_t)nid + 1, 1);
-    CK_ASSERT(vseg && read_outside);
-    for (int i = 0; i <= nid; i++) vseg[i] = -1;
+    f->nseg = segment(g, o, nf, f->seg, d, &st);
+    if (st) return st;
+    f->vseg = malloc(sizeof(int) * (size_t)(nid + 1));
+    f->read_outside = calloc((size_t)nid + 1, 1);
+    CK_ASSERT(f->vseg && f->read_outside);
+    for (int i = 0; i <= nid; i++) f->vseg[i] = -1;
     for (int i = 0; i < nf; i++)
         for (int k = 0; k < g->nodes[i]->n_out; k++)
-            if (g->nodes[i]->out[k]) vseg[g->nodes[i]->out[k]->id] = seg[i];
+            if (g->nodes[i]->out[k]) f->vseg[g->nodes[i]->out[k]->id] = f->seg[i];
     for (int i = 0; i < nf; i++)
         for (int k = 0; k < g->nodes[i]->n_in; k++) {
-            ck_value *v = g->nodes[i]->in[k];
-            if (v && v->id < nid && vseg[v->id] >= 0 && vseg[v->id] != seg[i]) read_outside[v->id] = true;
+            const ck_value *v = g->nodes[i]->in[k];
+            if (v && v->id < nid && f->vseg[v->id] >= 0 && f->vseg[v->id] != f->seg[i]) f->read_outside[v->id] = true;
         }
-    for (int k = 0; k < g->n_outputs; k++) read_outside[g->outputs[k]->id] = true;
+    for (int k = 0; k < g->n_outputs; k++) f->read_outside[g->outputs[k]->id] = true;
+    f->last_seg = -1;
+    for (int i = nf - 1; i >= 0 && f->last_seg < 0; i--) f->last_seg = f->seg[i];
+    int nseg = f->nseg;
+    f->seg_at = calloc((size_t)nseg + 2, sizeof *f->seg_at);
+    f->seg_nodes = malloc(sizeof(int) * (size_t)(nf + 1));
+    int *fill = malloc(sizeof(int) * (size_t)(nseg + 1));
+    CK_ASSERT(f->seg_at && f->seg_nodes && fill);
+    for (int i = 0; i < nf; i++)
+        if (f->seg[i] >= 0) f->seg_at[f->seg[i] + 1]++;
+    for (int k = 0; k < nseg; k++) f->seg_at[k + 1] += f->seg_at[k];
+    memcpy(fill, f->seg_at, sizeof(int) * (size_t)(nseg + 1));
+    for (int i = 0; i < nf; i++)
+        if (f->seg[i] >= 0) f->seg_nodes[fill[f->seg[i]]++] = i;
+    free(fill);
+    return CK_OK;
+}
 
-    /* the last segment whose backward comes first is left alone */
-    int last_seg = -1;
-    for (int i = nf - 1; i >= 0 && last_seg < 0; i--) last_seg = seg[i];
-    /* every candidate's cost and size, for the budget search; then its choice of segments */
-    g->n_candidates = nseg;
-    g->cand_flops = ck_arena_alloc(g->arena, sizeof(int64_t) * (size_t)(nseg + 1));
-    g->cand_bytes = ck_arena_alloc(g->arena, sizeof(int64_t) * (size_t)(nseg + 1));
-    for (int i = 0; i < nf; i++) {
-        if (seg[i] < 0) continue;
-        g->cand_flops[seg[i]] += ck_node_flops(g->nodes[i]);
-        for (int k = 0; k < g->nodes[i]->n_out; k++)
-            if (g->nodes[i]->out[k]) g->cand_bytes[seg[i]] += (int64_t)ck_value_bytes(g->nodes[i]->out[k]);
+ck_status ck_checkpoint_candidates(const ck_graph *g, const ck_options *o, ck_ckpt_candidates *c, ck_diag *d) {
+    memset(c, 0, sizeof *c);
+    if (o->infer || o->checkpoint == CK_CKPT_NONE) return CK_OK;
+    fwd_segments f;
+    ck_status st = fwd_segments_init(&f, g, o, d);
+    if (!st) {
+        c->n = f.nseg;
+        c->flops = calloc((size_t)f.nseg + 1, sizeof *c->flops);
+        c->bytes = calloc((size_t)f.nseg + 1, sizeof *c->bytes);
+        CK_ASSERT(c->flops && c->bytes);
+        for (int i = 0; i < f.nf; i++) {
+            const ck_node *n = g->nodes[i];
+            if (f.seg[i] < 0) continue;
+            c->flops[f.seg[i]] += ck_node_flops(n);
+            for (int k = 0; k < n->n_out; k++)
+                if (n->out[k]) c->bytes[f.seg[i]] += (int64_t)ck_value_bytes(n->out[k]);
+        }
+        if (f.last_seg >= 0) c->bytes[f.last_seg] = 0; /* never recomputed */
     }
-    if (last_seg >= 0) g->cand_bytes[last_seg] = 0; /* never recomputed */
-    bool *skip = calloc((size_t)nseg + 1, 1);
+    fwd_segments_free(&f);
+    return st;
+}
+
+void ck_checkpoint_candidates_free(ck_ckpt_candidates *c) {
+    free(c->flops), free(c->bytes);
+    memset(c, 0, sizeof *c);
+}
+
+/* The rewrite in progress: the new schedule, the clones made so far and the recompute groups. */
+typedef struct rewrite {
+    ck_graph *g;
+    const fwd_segments *f;
+    ck_node **clone;   /* by forward node id: its clone */
+    ck_node **out;     /* the new schedule: out[0 .. no) */
+    int no;
+    int *gpos, ng;     /* recompute groups in backward order: where each starts in out */
+    bool *done_seg;    /* per segment: cloned already */
+    int *stamp;        /* record_segment's marks, by value id */
+} rewrite;
+
+/* Clones segment s's forward nodes (in forward order) at the end of the schedule, each reading
+ * the clones of its producers inside the segment; unused clones are dropped as dead code. */
+static void clone_segment(rewrite *r, int s) {
+    const fwd_segments *f = r->f;
+    ck_graph *g = r->g;
+    r->done_seg[s] = true;
+    r->gpos[r->ng++] = r->no;
+    for (int jj = f->seg_at[s]; jj < f->seg_at[s + 1]; jj++) {
+        ck_node *fn = g->nodes[f->seg_nodes[jj]];
+        bool stateful = ck_ops[fn->op].flags & CK_OPF_STATEFUL;
+        if (stateful && fn->op != CK_OP_BATCH_NORM) continue; /* kept, never rerun */
+        if (fn->op == CK_OP_BATCH_NORM && (fn->n_out < 5 || !fn->out[3] || !fn->out[4])) continue; /* no saved stats */
+        ck_value *in[64];
+        for (int q = 0; q < fn->n_in; q++) {
+            ck_value *u = fn->in[q];
+            in[q] = u;
+            if (!u || !u->producer || u->id >= f->nid || f->vseg[u->id] != s || f->read_outside[u->id]) continue;
+            ck_node *pc = r->clone[u->producer->id];
+            for (int k = 0; pc && k < u->producer->n_out && k < pc->n_out; k++)
+                if (u->producer->out[k] == u && pc->out[k]) in[q] = pc->out[k];
+        }
+        ck_node *c = clone_node(g, fn, in);
+        g->n_nodes--; /* ck_graph_add_node appended it; we place it here instead */
+        r->clone[fn->id] = c;
+        r->out[r->no++] = c;
+    }
+    int at = r->gpos[r->ng - 1];
+    record_segment(g, g->nodes[f->seg_nodes[f->seg_at[s]]], g->nodes[f->seg_nodes[f->seg_at[s + 1] - 1]], s, r->out + at,
+                   r->no - at, r->stamp, f->nid);
+}
+
+/* Backward node b: before it, the clones of every segment it is the first to read a recomputed
+ * value of (not the last segment, nor one left out of o->recompute_set); then b reads clones. */
+static void rewrite_backward(rewrite *r, ck_node *b, const bool *skip) {
+    const fwd_segments *f = r->f;
+    for (int k = 0; k < b->n_in; k++) {
+        const ck_value *v = b->in[k];
+        if (!v || v->id >= f->nid || !v->producer || !is_forward(v->producer)) continue;
+        int s = f->vseg[v->id];
+        if (s < 0 || s == f->last_seg || r->done_seg[s] || skip[s] || f->read_outside[v->id]) continue;
+        clone_segment(r, s);
+    }
+    for (int k = 0; k < b->n_in; k++) {
+        ck_value *v = b->in[k];
+        if (!v || v->id >= f->nid || !v->producer || !is_forward(v->producer) || f->read_outside[v->id]) continue;
+        ck_node *c = r->clone[v->producer->id];
+        if (!c) continue;
+        for (int q = 0; q < v->producer->n_out && q < c->n_out; q++)
+            if (v->producer->out[q] == v && c->out[q]) b->in[k] = c->out[q];
+    }
+    r->out[r->no++] = b;
+}
+
+ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
+    g->n_segments = 0;
+    if (o->infer || o->checkpoint == CK_CKPT_NONE) return CK_OK;
+    fwd_segments f;
+    ck_status st = fwd_segments_init(&f, g, o, d);
+    if (st) {
+        fwd_segments_free(&f);
+        return st;
+    }
+    int nn = g->n_nodes, nseg = f.nseg;
+    bool *skip = calloc((size_t)nseg + 1, 1); /* segments the budget search leaves out */
     CK_ASSERT(skip);
     for (int k = 0; k < nseg; k++) skip[k] = o->recompute_set && (k >= o->n_recompute_set || !o->recompute_set[k]);
-
-    ck_node **clone = calloc((size_t)nid + 1, sizeof *clone); /* by forward node id: its clone */
-    /* offload bookkeeping: recompute groups in backward order, where each starts, and which
-     * kept forward activations (the segment's checkpoints) each group's clones read */
-    int *gseg = malloc(sizeof(int) * (size_t)(nseg + 1)), *gpos = malloc(sizeof(int) * (size_t)(nseg + 1)), ng = 0;
-    CK_ASSERT(gseg && gpos);
-    ck_node **out_nodes = malloc(sizeof(ck_node *) * (size_t)(nn * 3 + 16));
-    int no = 0;
-    CK_ASSERT(clone && out_nodes);
-    for (int i = 0; i < nf; i++) out_nodes[no++] = g->nodes[i];
-    bool *done_seg = calloc((size_t)nseg + 1, 1);
-    /* each segment's forward nodes in order: seg_nodes[seg_at[s] .. seg_at[s + 1]) */
-    int *seg_at = calloc((size_t)nseg + 2, sizeof *seg_at), *seg_nodes = malloc(sizeof(int) * (size_t)(nf + 1));
-    int *stamp = calloc((size_t)nid + 1, sizeof *stamp); /* record_segment's marks */
-    CK_ASSERT(done_seg && seg_at && seg_nodes && stamp);
-    for (int i = 0; i < nf; i++)
-        if (seg[i] >= 0) seg_at[seg[i] + 1]++;
-    for (int k = 0; k < nseg; k++) seg_at[k + 1] += seg_at[k];
-    int *fill = malloc(sizeof(int) * (size_t)(nseg + 1));
-    CK_ASSERT(fill);
-    memcpy(fill, seg_at, sizeof(int) * (size_t)(nseg + 1));
-    for (int i = 0; i < nf; i++)
-        if (seg[i] >= 0) seg_nodes[fill[seg[i]]++] = i;
-    free(fill);
+    rewrite r = {.g = g, .f = &f};
+    r.clone = calloc((size_t)g->next_node_id + 1, sizeof *r.clone);
+    r.out = malloc(sizeof(ck_node *) * (size_t)(nn * 3 + 16));
+    r.gpos = malloc(sizeof(int) * (size_t)(nseg + 1));
+    r.done_seg = calloc((size_t)nseg + 1, 1);
+    r.stamp = calloc((size_t)f.nid + 1, sizeof *r.stamp);
+    CK_ASSERT(r.clone && r.out && r.gpos && r.done_seg && r.stamp);
     g->segments = ck_arena_alloc(g->arena, sizeof(ck_segment) * (size_t)(nseg + 1));
-    for (int i = nf; i < nn; i++) {
-        ck_node *b = g->nodes[i];
-        /* before the first backward node reading a recomputable value of segment s: clone s */
-        for (int k = 0; k < b->n_in; k++) {
-            ck_value *v = b->in[k];
-            if (!v || v->id >= nid || !v->producer || !is_forward(v->producer)) continue;
-            int s = vseg[v->id];
-            if (s < 0 || s == last_seg || done_seg[s] || skip[s] || read_outside[v->id]) continue;
-            done_seg[s] = true;
-            gseg[ng] = s, gpos[ng++] = no;
-            /* clone the whole segment in forward order; unused clones are dropped as dead code */
-            for (int jj = seg_at[s]; jj < seg_at[s + 1]; jj++) {
-                ck_node *f = g->nodes[seg_nodes[jj]];
-                bool stateful = ck_ops[f->op].flags & CK_OPF_STATEFUL;
-                if (stateful && f->op != CK_OP_BATCH_NORM) continue; /* kept, never rerun */
-                if (f->op == CK_OP_BATCH_NORM && (f->n_out < 5 || !f->out[3] || !f->out[4])) continue; /* no saved stats */
-                ck_value *in[64];
-                for (int q = 0; q < f->n_in; q++) {
-                    ck_value *u = f->in[q];
-                    in[q] = u;
-                    if (!u || !u->producer || u->id >= nid || vseg[u->id] != s || read_outside[u->id]) continue;
-                    ck_node *pc = clone[u->producer->id];
-                    for (int r = 0; pc && r < u->producer->n_out && r < pc->n_out; r++)
-                        if (u->producer->out[r] == u && pc->out[r]) in[q] = pc->out[r];
-                }
-                ck_node *c = clone_node(g, f, in);
-                g->n_nodes--; /* ck_graph_add_node appended it; we place it here instead */
-                clone[f->id] = c;
-                out_nodes[no++] = c;
-            }
-            record_segment(g, g->nodes[seg_nodes[seg_at[s]]], g->nodes[seg_nodes[seg_at[s + 1] - 1]], s, out_nodes + gpos[ng - 1],
-                           no - gpos[ng - 1], stamp, nid);
-        }
-        /* the backward reads the clones */
-        for (int k = 0; k < b->n_in; k++) {
-            ck_value *v = b->in[k];
-            if (!v || v->id >= nid || !v->producer || !is_forward(v->producer) || read_outside[v->id]) continue;
-            ck_node *c = clone[v->producer->id];
-            if (!c) continue;
-            for (int r = 0; r < v->producer->n_out && r < c->n_out; r++)
-                if (v->producer->out[r] == v && c->out[r]) b->in[k] = c->out[r];
-        }
-        out_nodes[no++] = b;
-    }
-    ck_graph_set_nodes(g, no, out_nodes);
+    for (int i = 0; i < f.nf; i++) r.out[r.no++] = g->nodes[i];
+    for (int i = f.nf; i < nn; i++) rewrite_backward(&r, g->nodes[i], skip);
+    ck_graph_set_nodes(g, r.no, r.out);
     ck_graph_remove_dead(g);
-    if (o->offload && ng > 0) offload(g, nf, nid, gpos, ng);
-    free(seg), free(vseg), free(read_outside), free(clone), free(out_nodes), free(done_seg), free(gseg), free(gpos), free(skip);
-    free(seg_at), free(seg_nodes), free(stamp);
+    if (o->offload && r.ng > 0) offload(g, f.nf, f.nid, r.gpos, r.ng);
+    free(skip), free(r.clone), free(r.out), free(r.gpos), free(r.done_seg), free(r.stamp);
+    fwd_segments_free(&f);
     return ck_graph_verify(g, d);
 }

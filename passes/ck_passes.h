@@ -95,6 +95,26 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d);
  * before its backward instead of keeping them (see checkpoint.c). */
 ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d);
 
+/* The segments ck_pass_checkpoint would form on g (a graph it has not run on), for the budget
+ * search: per segment, its forward FLOPs (the cost of recomputing it) and activation bytes (what
+ * recomputing it can free; 0 for the last segment, which is never recomputed). */
+typedef struct ck_ckpt_candidates {
+    int n;
+    int64_t *flops, *bytes;
+} ck_ckpt_candidates;
+ck_status ck_checkpoint_candidates(const ck_graph *g, const ck_options *o, ck_ckpt_candidates *c, ck_diag *d);
+void ck_checkpoint_candidates_free(ck_ckpt_candidates *c);
+
+/* The plan search (search.c): from the trained graph (after ck_pass_optimizer, or ck_pass_lower
+ * with --infer), which it leaves as it is, the planned graph the options ask for. Each try takes
+ * a clone through checkpoint -> data_parallel -> early_update -> check -> plan; budget:SIZE,
+ * --offload and --data-parallel make several tries and keep the plan they choose by its peak.
+ * check, when set, runs on each try before it is planned (codegen's: reject what cannot run
+ * before any planning). What the search chose is added to notes, one line each, for the user. */
+typedef ck_status (*ck_check_fn)(const ck_graph *g, const ck_options *o, ck_diag *d);
+ck_status ck_plan_search(const ck_graph *trained, const ck_options *o, ck_check_fn check, ck_graph **out, ck_diag *notes,
+                         ck_diag *d);
+
 /* Dropout's effective ratio: 0 when it drops nothing (training_mode absent or false, ratio 0,
  * or --disable-dropout); -1 when the ratio or the mode is not a compile-time constant. */
 double ck_dropout_ratio(const ck_node *n, const ck_options *o);

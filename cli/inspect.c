@@ -1,0 +1,159 @@
+/* inspect.c — what `ckptc inspect` prints about a loaded model: opset, producer, inputs and
+ * outputs, parameter/buffer/constant counts, the op histogram and every node with its inferred
+ * output shapes, as text or as one JSON document (--json).
+ */
+#include "cli.h"
+
+#include <string.h>
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void json_shape(FILE *f, const ck_value *v) {
+    fputc('[', f);
+    for (int i = 0; i < v->rank; i++) fprintf(f, i ? ",%lld" : "%lld", (long long)v->dims[i]);
+    fputc(']', f);
+}
+
+static void json_value(FILE *f, const ck_value *v) {
+    fprintf(f, "{\"name\":");
+    json_str(f, v->name);
+    fprintf(f, ",\"dtype\":\"%s\",\"shape\":", ck_dtype_name(v->dtype));
+    json_shape(f, v);
+    fprintf(f, "}");
+}
+
+typedef struct stats {
+    int64_t count[CK_ROLE_OPT_STATE + 1], elems[CK_ROLE_OPT_STATE + 1], bytes[CK_ROLE_OPT_STATE + 1];
+    int hist[CK_OP_COUNT];
+} stats;
+
+static void gather_stats(const ck_graph *g, stats *s) {
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < g->n_values; i++) {
+        const ck_value *v = g->values[i];
+        if (v->producer) continue;
+        s->count[v->role]++;
+        s->elems[v->role] += ck_value_numel(v);
+        s->bytes[v->role] += (int64_t)ck_value_bytes(v);
+    }
+    for (int i = 0; i < g->n_nodes; i++) s->hist[g->nodes[i]->op]++;
+}
+
+static void print_json(FILE *f, const ck_graph *g, const char *path) {
+    stats s;
+    gather_stats(g, &s);
+    fprintf(f, "{\n  \"model\": ");
+    json_str(f, path);
+    fprintf(f, ",\n  \"producer\": ");
+    json_str(f, g->producer_name);
+    fprintf(f, ",\n  \"producer_version\": ");
+    json_str(f, g->producer_version);
+    fprintf(f, ",\n  \"ir_version\": %lld,\n  \"opset\": %lld,\n", (long long)g->ir_version, (long long)g->opset);
+    fprintf(f, "  \"onnx_nodes\": %d,\n  \"nodes_after_folding\": %d,\n", g->onnx_nodes, g->n_nodes);
+    fprintf(f, "  \"inputs\": [");
+    for (int i = 0; i < g->n_inputs; i++) {
+        fprintf(f, i ? ", " : "");
+        json_value(f, g->inputs[i]);
+    }
+    fprintf(f, "],\n  \"outputs\": [");
+    for (int i = 0; i < g->n_outputs; i++) {
+        fprintf(f, i ? ", " : "");
+        json_value(f, g->outputs[i]);
+    }
+    fprintf(f, "],\n");
+    static const ck_role roles[] = {CK_ROLE_PARAM, CK_ROLE_BUFFER, CK_ROLE_CONST};
+    static const char *keys[] = {"parameters", "buffers", "constants"};
+    for (int r = 0; r < 3; r++)
+        fprintf(f, "  \"%s\": {\"tensors\": %lld, \"elements\": %lld, \"bytes\": %lld},\n", keys[r],
+                (long long)s.count[roles[r]], (long long)s.elems[roles[r]], (long long)s.bytes[roles[r]]);
+    fprintf(f, "  \"op_histogram\": {");
+    for (int op = 0, first = 1; op < CK_OP_COUNT; op++)
+        if (s.hist[op]) {
+            fprintf(f, "%s\"%s\": %d", first ? "" : ", ", ck_ops[op].onnx_name, s.hist[op]);
+            first = 0;
+        }
+    fprintf(f, "},\n  \"nodes\": [\n");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        fprintf(f, "    {\"name\": ");
+        json_str(f, n->name);
+        fprintf(f, ", \"op\": \"%s\", \"inputs\": [", ck_ops[n->op].onnx_name);
+        for (int k = 0; k < n->n_in; k++) {
+            fprintf(f, k ? ", " : "");
+            if (n->in[k]) json_str(f, n->in[k]->name);
+            else fprintf(f, "null");
+        }
+        fprintf(f, "], \"outputs\": [");
+        for (int k = 0; k < n->n_out; k++) {
+            fprintf(f, k ? ", " : "");
+            if (n->out[k]) json_value(f, n->out[k]);
+            else fprintf(f, "null");
+        }
+        fprintf(f, "]}%s\n", i + 1 < g->n_nodes ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+}
+
+static const char *human_bytes(int64_t b, char *buf, size_t n) {
+    if (b < 1024) snprintf(buf, n, "%lld B", (long long)b);
+    else if (b < 1024 * 1024) snprintf(buf, n, "%.1f KiB", b / 1024.0);
+    else if (b < 1024ll * 1024 * 1024) snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
+    else snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    return buf;
+}
+
+static void print_text(FILE *f, const ck_graph *g, const char *path) {
+    stats s;
+    gather_stats(g, &s);
+    char sh[CK_SHAPE_STR_MAX], hb[32];
+    fprintf(f, "model     %s\n", path);
+    fprintf(f, "producer  %s %s (ir_version %lld, opset %lld)\n", *g->producer_name ? g->producer_name : "(none)",
+            g->producer_version, (long long)g->ir_version, (long long)g->opset);
+    fprintf(f, "inputs\n");
+    for (int i = 0; i < g->n_inputs; i++)
+        fprintf(f, "  %-24s %-8s %s\n", g->inputs[i]->name, ck_dtype_name(g->inputs[i]->dtype), ck_shape_str(g->inputs[i], sh, sizeof sh));
+    fprintf(f, "outputs\n");
+    for (int i = 0; i < g->n_outputs; i++)
+        fprintf(f, "  %-24s %-8s %s\n", g->outputs[i]->name, ck_dtype_name(g->outputs[i]->dtype),
+                ck_shape_str(g->outputs[i], sh, sizeof sh));
+    fprintf(f, "params    %lld elements in %lld tensors (%s)\n", (long long)s.elems[CK_ROLE_PARAM],
+            (long long)s.count[CK_ROLE_PARAM], human_bytes(s.bytes[CK_ROLE_PARAM], hb, sizeof hb));
+    if (s.count[CK_ROLE_BUFFER])
+        fprintf(f, "buffers   %lld elements in %lld tensors (%s)\n", (long long)s.elems[CK_ROLE_BUFFER],
+                (long long)s.count[CK_ROLE_BUFFER], human_bytes(s.bytes[CK_ROLE_BUFFER], hb, sizeof hb));
+    fprintf(f, "consts    %lld elements in %lld tensors (%s)\n", (long long)s.elems[CK_ROLE_CONST],
+            (long long)s.count[CK_ROLE_CONST], human_bytes(s.bytes[CK_ROLE_CONST], hb, sizeof hb));
+    fprintf(f, "nodes     %d (%d in the file, Constants included, before folding)\n", g->n_nodes, g->onnx_nodes);
+    fprintf(f, "ops      ");
+    for (int op = 0; op < CK_OP_COUNT; op++)
+        if (s.hist[op]) fprintf(f, " %s:%d", ck_ops[op].onnx_name, s.hist[op]);
+    fprintf(f, "\n\n");
+    int w = 4;
+    for (int i = 0; i < g->n_nodes; i++) {
+        int l = (int)strlen(g->nodes[i]->name);
+        if (l > w) w = l;
+    }
+    if (w > 60) w = 60;
+    fprintf(f, "%5s  %-*s  %-18s  %s\n", "#", w, "node", "op", "outputs");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        fprintf(f, "%5d  %-*s  %-18s ", i, w, n->name, ck_ops[n->op].onnx_name);
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k]) fprintf(f, " %s %s%s", ck_dtype_name(n->out[k]->dtype), ck_shape_str(n->out[k], sh, sizeof sh),
+                                   k + 1 < n->n_out ? "," : "");
+        fprintf(f, "\n");
+    }
+}
+
+void ck_inspect_print(FILE *f, const ck_graph *g, const char *path, bool json) {
+    if (json) print_json(f, g, path);
+    else print_text(f, g, path);
+}
