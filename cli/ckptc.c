@@ -1,9 +1,12 @@
-/* ckptc.c — the command line: parses flags, calls the layers in order, prints results.
+/* ckptc.c — the command line: parses flags and dispatches to the commands.
  *
  *   ckptc MODEL.onnx -o DIR [--infer] [--loss=...] [--optimizer=...] [--dim NAME=N]...
- *   ckptc inspect MODEL.onnx [--dim NAME=N]... [--json]
+ *   ckptc inspect MODEL.onnx [--dim NAME=N]... [--json]      (inspect.c)
+ *   ckptc compare A.json B.json ... [--timeline FILE.svg]     (compare.c)
  *
- * compile() is the whole compiler in one straight-line function: load -> passes -> codegen.
+ * Compiling is ck_compile (compile.c), the whole compiler in one straight-line function:
+ * load -> passes (the plan search in passes/search.c among them) -> codegen. Here are only the
+ * flags, their checks and the messages about them.
  *
  * User errors (bad file, unsupported op, bad shape, bad flag) print one line per problem on
  * stderr, prefixed "ckptc: error:", and exit with status 2. Broken invariants abort through
@@ -14,7 +17,6 @@
 #include "ck_frontend.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <getopt.h>
 #include <stdarg.h>
@@ -22,8 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define EXIT_USER 2
 
 static char g_cmdline[4096]; /* as typed, for the provenance of generated code */
 
@@ -95,15 +95,7 @@ static const char *usage_compile =
     "                           on, unless it raises the planned peak\n"
     "  -h, --help               show this help\n";
 
-static const char *usage_inspect =
-    "usage: ckptc inspect MODEL.onnx [--dim NAME=N]... [--json]\n"
-    "\n"
-    "  --dim NAME=N   bind the symbolic input dimension NAME (an ONNX dim_param) to N\n"
-    "  --json         print a JSON document instead of text\n"
-    "  -h, --help     show this help\n";
-
-static int user_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int user_error(const char *fmt, ...) {
+int user_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "ckptc: error: ");
@@ -113,7 +105,7 @@ static int user_error(const char *fmt, ...) {
     return EXIT_USER;
 }
 
-static void print_diag(const ck_diag *d, const char *path) {
+void print_diag(const ck_diag *d, const char *path) {
     for (int i = 0; i < d->n; i++) fprintf(stderr, "ckptc: error: %s: %s\n", path, d->msg[i]);
 }
 
@@ -126,7 +118,7 @@ static void free_dim_names(void) {
 }
 
 /* NAME=N with N a positive integer */
-static bool parse_dim(const char *arg, ck_dim_binding *b) {
+bool parse_dim(const char *arg, ck_dim_binding *b) {
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg) return false;
     char *end;
@@ -143,77 +135,6 @@ static bool parse_dim(const char *arg, ck_dim_binding *b) {
 }
 
 /* ---------------------------------------------------------------- commands */
-
-static int cmd_inspect(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"dim", required_argument, 0, 'd'}, {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    ck_dim_binding dims[64];
-    int n_dims = 0, json = 0, c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd':
-            if (n_dims == 64) return user_error("--dim: too many bindings (at most 64)");
-            if (!parse_dim(optarg, &dims[n_dims])) return user_error("--dim '%s': expected NAME=N with N a positive integer", optarg);
-            for (int k = 0; k < n_dims; k++)
-                if (strcmp(dims[k].name, dims[n_dims].name) == 0) return user_error("--dim %s is given twice", dims[k].name);
-            n_dims++;
-            break;
-        case 'j': json = 1; break;
-        case 'h': fputs(usage_inspect, stdout); return 0;
-        case ':': return user_error("option '%s' needs a value", argv[optind - 1]);
-        default: return user_error("unknown option '%s' for inspect (see ckptc inspect --help)", argv[optind - 1]);
-        }
-    }
-    if (optind >= argc) return user_error("inspect: missing MODEL.onnx (see ckptc inspect --help)");
-    if (optind + 1 < argc) return user_error("inspect: unexpected argument '%s' (one model at a time)", argv[optind + 1]);
-    const char *path = argv[optind];
-    ck_load_options o = {.dims = dims, .n_dims = n_dims};
-    ck_diag d = {0};
-    ck_graph *g = NULL;
-    ck_status st = ck_frontend_load(path, &o, &g, &d);
-    if (st != CK_OK) {
-        print_diag(&d, path);
-        ck_diag_clear(&d);
-        return EXIT_USER;
-    }
-    ck_inspect_print(stdout, g, path, json);
-    ck_graph_free(g);
-    ck_diag_clear(&d);
-    return fflush(stdout) == 0 ? 0 : 1;
-}
-
-/* Where the generated Makefile finds libckrt: this build tree when ckptc runs from it, else the
- * prefix ckptc is installed under (PREFIX/bin/ckptc -> PREFIX/lib, PREFIX/include/ckptc), else
- * the configured install prefix. */
-static void ckrt_paths(char *inc, char *lib, size_t n) {
-    char exe[4096];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[k > 0 ? k : 0] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = 0;
-    char probe[4200];
-    struct stat st;
-    snprintf(probe, sizeof probe, "%s/runtime/libckrt.a", exe);
-    if (k > 0 && strcmp(exe, CK_BINARY_DIR) == 0 && stat(probe, &st) == 0) {
-        snprintf(inc, n, "%s/runtime", CK_SOURCE_DIR);
-        snprintf(lib, n, "%s/runtime", CK_BINARY_DIR);
-        return;
-    }
-    slash = strrchr(exe, '/');
-    if (k > 0 && slash) {
-        *slash = 0; /* PREFIX */
-        snprintf(probe, sizeof probe, "%s/lib/libckrt.a", exe);
-        if (stat(probe, &st) == 0) {
-            snprintf(inc, n, "%s/include/ckptc", exe);
-            snprintf(lib, n, "%s/lib", exe);
-            return;
-        }
-    }
-    snprintf(inc, n, "%s/include/ckptc", CK_INSTALL_PREFIX);
-    snprintf(lib, n, "%s/lib", CK_INSTALL_PREFIX);
-}
 
 /* "512MiB", "2GiB", "1.5GB", "1000000" (bytes): binary (KiB, MiB, GiB) and decimal (KB, MB, GB)
  * units, B optional. */
@@ -244,144 +165,183 @@ static bool parse_double(const char *s, double lo, double *out) {
     return true;
 }
 
-static int cmd_compile(int argc, char **argv) {
-    enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE, O_OFFLOAD,
-           O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET, O_DP_OVERLAP, O_UPDATE_AT_END };
-    static const struct option opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
-                                         {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
-                                         {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
-                                         {"label-name", required_argument, 0, O_LABEL}, {"freeze", required_argument, 0, O_FREEZE},
-                                         {"optimizer", required_argument, 0, O_OPT}, {"lr", required_argument, 0, O_LR},
-                                         {"momentum", required_argument, 0, O_MOM}, {"weight-decay", required_argument, 0, O_WD},
-                                         {"beta1", required_argument, 0, O_B1}, {"beta2", required_argument, 0, O_B2},
-                                         {"eps", required_argument, 0, O_EPS}, {"checkpoint", required_argument, 0, O_CKPT},
-                                         {"block-regex", required_argument, 0, O_BLOCK_RE}, {"offload", no_argument, 0, O_OFFLOAD},
-                                         {"plan-only", no_argument, 0, O_PLAN_ONLY}, {"explain", no_argument, 0, O_EXPLAIN},
-                                         {"bn-running-var", required_argument, 0, O_BN_VAR},
-                                         {"data-parallel", no_argument, 0, O_DP}, {"dp-bucket", required_argument, 0, O_DP_BUCKET},
-                                         {"dp-overlap", required_argument, 0, O_DP_OVERLAP},
-                                         {"update-at-end", no_argument, 0, O_UPDATE_AT_END},
-                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+/* What the compile command's flags set besides the compiler options. */
+typedef struct compile_flags {
+    ck_options o;
     ck_dim_binding dims[64];
-    int n_dims = 0, c;
-    ck_options o = CK_OPTIONS_DEFAULT;
-    const char *out = NULL;
-    bool plan_only = false, explain_it = false, dp_overlap_given = false;
-    int dp_overlap = -1; /* --dp-overlap: -1 auto, 1 on, 0 off */
+    int n_dims;
+    const char *out;
+    bool plan_only, explain, dp_overlap_given;
+    int dp_overlap; /* --dp-overlap: -1 auto, 1 on, 0 off */
+} compile_flags;
+
+enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE, O_OFFLOAD,
+       O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET, O_DP_OVERLAP, O_UPDATE_AT_END };
+static const struct option compile_opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
+                                             {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
+                                             {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
+                                             {"label-name", required_argument, 0, O_LABEL}, {"freeze", required_argument, 0, O_FREEZE},
+                                             {"optimizer", required_argument, 0, O_OPT}, {"lr", required_argument, 0, O_LR},
+                                             {"momentum", required_argument, 0, O_MOM}, {"weight-decay", required_argument, 0, O_WD},
+                                             {"beta1", required_argument, 0, O_B1}, {"beta2", required_argument, 0, O_B2},
+                                             {"eps", required_argument, 0, O_EPS}, {"checkpoint", required_argument, 0, O_CKPT},
+                                             {"block-regex", required_argument, 0, O_BLOCK_RE}, {"offload", no_argument, 0, O_OFFLOAD},
+                                             {"plan-only", no_argument, 0, O_PLAN_ONLY}, {"explain", no_argument, 0, O_EXPLAIN},
+                                             {"bn-running-var", required_argument, 0, O_BN_VAR},
+                                             {"data-parallel", no_argument, 0, O_DP}, {"dp-bucket", required_argument, 0, O_DP_BUCKET},
+                                             {"dp-overlap", required_argument, 0, O_DP_OVERLAP},
+                                             {"update-at-end", no_argument, 0, O_UPDATE_AT_END},
+                                             {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+
+/* --lr, --momentum, --weight-decay, --beta1, --beta2, --eps. Returns -1, or the exit status. */
+static int set_number(ck_options *o, int c, const char *flag, const char *arg) {
+    double v;
+    if (!parse_double(arg, 0.0, &v)) return user_error("%s '%s': expected a non-negative number", flag, arg);
+    if ((c == O_B1 || c == O_B2 || c == O_MOM) && v >= 1.0) return user_error("%s '%s': must be below 1", flag, arg);
+    if (c == O_LR) o->lr = v;
+    else if (c == O_MOM) o->momentum = v;
+    else if (c == O_WD) o->weight_decay = v;
+    else if (c == O_B1) o->beta1 = v;
+    else if (c == O_B2) o->beta2 = v;
+    else o->eps = v;
+    return -1;
+}
+
+/* --checkpoint=POLICY. Returns -1, or the exit status. */
+static int set_checkpoint(ck_options *o, const char *arg) {
+    o->policy_name = arg;
+    if (!strcmp(arg, "none")) o->checkpoint = CK_CKPT_NONE;
+    else if (!strcmp(arg, "blocks")) o->checkpoint = CK_CKPT_BLOCKS;
+    else if (!strcmp(arg, "sqrt")) o->checkpoint = CK_CKPT_SQRT;
+    else if (!strncmp(arg, "every:", 6)) {
+        char *end;
+        long k = strtol(arg + 6, &end, 10);
+        if (end == arg + 6 || *end || k < 1 || k > 1000000) return user_error("--checkpoint '%s': every:K needs K >= 1", arg);
+        o->checkpoint = CK_CKPT_EVERY, o->checkpoint_k = (int)k;
+    } else if (!strncmp(arg, "budget:", 7)) {
+        if (!parse_size(arg + 7, &o->budget)) return user_error("--checkpoint '%s': budget:SIZE needs a size such as 512MiB, 2GiB or 1000000", arg);
+        o->checkpoint = CK_CKPT_BUDGET;
+    } else if (!strncmp(arg, "nodes:", 6) && arg[6]) {
+        o->checkpoint = CK_CKPT_NODES, o->checkpoint_regex = arg + 6;
+    } else {
+        return user_error("--checkpoint '%s': expected none, blocks, every:K, sqrt or nodes:REGEX", arg);
+    }
+    return -1;
+}
+
+/* The choices among words: --loss, --optimizer, --bn-running-var, --dp-overlap. Returns -1, or
+ * the exit status. */
+static int set_choice(compile_flags *f, int c, const char *arg) {
+    ck_options *o = &f->o;
+    switch (c) {
+    case O_LOSS:
+        if (!strcmp(arg, "cross_entropy")) o->loss = CK_LOSS_CROSS_ENTROPY;
+        else if (!strcmp(arg, "mse")) o->loss = CK_LOSS_MSE;
+        else if (!strcmp(arg, "output")) o->loss = CK_LOSS_OUTPUT;
+        else return user_error("--loss '%s': expected cross_entropy, mse or output", arg);
+        break;
+    case O_OPT:
+        if (!strcmp(arg, "sgd")) o->optimizer = CK_OPT_SGD;
+        else if (!strcmp(arg, "momentum")) o->optimizer = CK_OPT_MOMENTUM;
+        else if (!strcmp(arg, "adamw")) o->optimizer = CK_OPT_ADAMW;
+        else return user_error("--optimizer '%s': expected sgd, momentum or adamw", arg);
+        break;
+    case O_BN_VAR:
+        if (!strcmp(arg, "unbiased")) o->bn_unbiased_var = 1;
+        else if (!strcmp(arg, "biased")) o->bn_unbiased_var = 0;
+        else if (!strcmp(arg, "auto")) o->bn_unbiased_var = -1;
+        else return user_error("--bn-running-var '%s': expected biased (the ONNX spec), unbiased (PyTorch) or auto", arg);
+        break;
+    case O_DP_OVERLAP:
+        if (!strcmp(arg, "auto")) f->dp_overlap = -1;
+        else if (!strcmp(arg, "on")) f->dp_overlap = 1;
+        else if (!strcmp(arg, "off")) f->dp_overlap = 0;
+        else return user_error("--dp-overlap '%s': expected auto, on or off", arg);
+        f->dp_overlap_given = true;
+        break;
+    }
+    return -1;
+}
+
+/* One flag: getopt's c, as typed (flag) with its value (arg). Returns -1 to go on, or the exit
+ * status. */
+static int set_flag(compile_flags *f, int c, const char *flag, const char *arg) {
+    ck_options *o = &f->o;
+    switch (c) {
+    case 'o': f->out = arg; break;
+    case 'I': o->infer = true; break;
+    case 'D': o->disable_dropout = true; break;
+    case 'd':
+        if (f->n_dims == 64) return user_error("--dim: too many bindings (at most 64)");
+        if (!parse_dim(arg, &f->dims[f->n_dims])) return user_error("--dim '%s': expected NAME=N with N a positive integer", arg);
+        f->n_dims++;
+        break;
+    case O_LOSS: case O_OPT: case O_BN_VAR: case O_DP_OVERLAP: return set_choice(f, c, arg);
+    case O_OUTPUT: o->output = arg; break;
+    case O_LABEL:
+        if (!*arg) return user_error("--label-name: the name is empty");
+        o->label_name = arg;
+        break;
+    case O_FREEZE: o->freeze = arg; break;
+    case O_LR: case O_MOM: case O_WD: case O_B1: case O_B2: case O_EPS: return set_number(o, c, flag, arg);
+    case O_CKPT: return set_checkpoint(o, arg);
+    case O_BLOCK_RE: o->block_regex = arg; break;
+    case O_OFFLOAD: o->offload = true; break;
+    case O_PLAN_ONLY: f->plan_only = true; break;
+    case O_EXPLAIN: f->explain = true; break;
+    case O_DP: o->data_parallel = true; break;
+    case O_UPDATE_AT_END: o->update_at_end = true; break;
+    case O_DP_BUCKET:
+        if (!parse_size(arg, &o->dp_bucket_bytes) || o->dp_bucket_bytes < 1024 || o->dp_bucket_bytes > (1ll << 30))
+            return user_error("--dp-bucket '%s': expected a size from 1KiB to 1GiB, e.g. 25MiB", arg);
+        break;
+    case 'h': fputs(usage_compile, stdout); return 0;
+    case ':': return user_error("option '%s' needs a value", flag);
+    default: return user_error("unknown option '%s' (see ckptc --help)", flag);
+    }
+    return -1;
+}
+
+/* Flags that do not go together, and what is missing; settles --dp-overlap=auto. Returns -1 when
+ * the command can run, or the exit status. */
+static int check_flags(compile_flags *f, int argc, char **argv) {
+    ck_options *o = &f->o;
+    if (optind >= argc) return user_error("missing MODEL.onnx (see ckptc --help)");
+    if (o->infer && (o->checkpoint != CK_CKPT_NONE || o->offload)) return user_error("--checkpoint and --offload apply to training programs, not --infer");
+    if (o->offload && o->checkpoint == CK_CKPT_NONE) return user_error("--offload moves the checkpoints of a --checkpoint policy to the host; choose one (e.g. --checkpoint=blocks)");
+    if (o->infer && o->data_parallel) return user_error("--data-parallel applies to training programs, not --infer");
+    if (o->infer && o->update_at_end) return user_error("--update-at-end applies to training programs, not --infer");
+    if (o->dp_bucket_bytes && !o->data_parallel) return user_error("--dp-bucket sizes the buckets of --data-parallel; add it");
+    if (f->dp_overlap_given && !o->data_parallel) return user_error("--dp-overlap schedules the buckets of --data-parallel; add it");
+    /* auto plans both schedules; under budget:SIZE (whose search is all full plans already) the
+     * memory-first one */
+    o->dp_overlap = f->dp_overlap < 0 && o->checkpoint == CK_CKPT_BUDGET ? 0 : f->dp_overlap;
+    if (optind + 1 < argc) return user_error("unexpected argument '%s' (one model at a time)", argv[optind + 1]);
+    if (!f->out && !f->plan_only) return user_error("missing -o DIR: where to write the program (or --plan-only)");
+    return -1;
+}
+
+static int cmd_compile(int argc, char **argv) {
+    compile_flags f = {.o = CK_OPTIONS_DEFAULT, .dp_overlap = -1};
+    int c, li = -1, r;
     optind = 1;
     opterr = 0;
-    int li = -1;
     char flagbuf[64];
-    while ((c = getopt_long(argc, argv, ":ho:", opts, &li)) != -1) {
+    while ((c = getopt_long(argc, argv, ":ho:", compile_opts, &li)) != -1) {
         /* the flag as typed, for messages: its value may be in the next argument */
         const char *flag = argv[optind - 1];
         if (li >= 0 && c != '?' && c != ':') {
-            snprintf(flagbuf, sizeof flagbuf, "--%s", opts[li].name);
+            snprintf(flagbuf, sizeof flagbuf, "--%s", compile_opts[li].name);
             flag = flagbuf;
         }
         li = -1;
-        switch (c) {
-        case 'o': out = optarg; break;
-        case 'I': o.infer = true; break;
-        case 'D': o.disable_dropout = true; break;
-        case 'd':
-            if (n_dims == 64) return user_error("--dim: too many bindings (at most 64)");
-            if (!parse_dim(optarg, &dims[n_dims])) return user_error("--dim '%s': expected NAME=N with N a positive integer", optarg);
-            n_dims++;
-            break;
-        case O_LOSS:
-            if (!strcmp(optarg, "cross_entropy")) o.loss = CK_LOSS_CROSS_ENTROPY;
-            else if (!strcmp(optarg, "mse")) o.loss = CK_LOSS_MSE;
-            else if (!strcmp(optarg, "output")) o.loss = CK_LOSS_OUTPUT;
-            else return user_error("--loss '%s': expected cross_entropy, mse or output", optarg);
-            break;
-        case O_OUTPUT: o.output = optarg; break;
-        case O_LABEL:
-            if (!*optarg) return user_error("--label-name: the name is empty");
-            o.label_name = optarg;
-            break;
-        case O_FREEZE: o.freeze = optarg; break;
-        case O_OPT:
-            if (!strcmp(optarg, "sgd")) o.optimizer = CK_OPT_SGD;
-            else if (!strcmp(optarg, "momentum")) o.optimizer = CK_OPT_MOMENTUM;
-            else if (!strcmp(optarg, "adamw")) o.optimizer = CK_OPT_ADAMW;
-            else return user_error("--optimizer '%s': expected sgd, momentum or adamw", optarg);
-            break;
-        case O_LR: case O_MOM: case O_WD: case O_B1: case O_B2: case O_EPS: {
-            double v;
-            if (!parse_double(optarg, 0.0, &v)) return user_error("%s '%s': expected a non-negative number", flag, optarg);
-            if ((c == O_B1 || c == O_B2 || c == O_MOM) && v >= 1.0) return user_error("%s '%s': must be below 1", flag, optarg);
-            if (c == O_LR) o.lr = v;
-            else if (c == O_MOM) o.momentum = v;
-            else if (c == O_WD) o.weight_decay = v;
-            else if (c == O_B1) o.beta1 = v;
-            else if (c == O_B2) o.beta2 = v;
-            else o.eps = v;
-            break;
-        }
-        case O_CKPT:
-            o.policy_name = optarg;
-            if (!strcmp(optarg, "none")) o.checkpoint = CK_CKPT_NONE;
-            else if (!strcmp(optarg, "blocks")) o.checkpoint = CK_CKPT_BLOCKS;
-            else if (!strcmp(optarg, "sqrt")) o.checkpoint = CK_CKPT_SQRT;
-            else if (!strncmp(optarg, "every:", 6)) {
-                char *end;
-                long k = strtol(optarg + 6, &end, 10);
-                if (end == optarg + 6 || *end || k < 1 || k > 1000000) return user_error("--checkpoint '%s': every:K needs K >= 1", optarg);
-                o.checkpoint = CK_CKPT_EVERY, o.checkpoint_k = (int)k;
-            } else if (!strncmp(optarg, "budget:", 7)) {
-                if (!parse_size(optarg + 7, &o.budget)) return user_error("--checkpoint '%s': budget:SIZE needs a size such as 512MiB, 2GiB or 1000000", optarg);
-                o.checkpoint = CK_CKPT_BUDGET;
-            } else if (!strncmp(optarg, "nodes:", 6) && optarg[6]) {
-                o.checkpoint = CK_CKPT_NODES, o.checkpoint_regex = optarg + 6;
-            } else {
-                return user_error("--checkpoint '%s': expected none, blocks, every:K, sqrt or nodes:REGEX", optarg);
-            }
-            break;
-        case O_BLOCK_RE: o.block_regex = optarg; break;
-        case O_OFFLOAD: o.offload = true; break;
-        case O_PLAN_ONLY: plan_only = true; break;
-        case O_BN_VAR:
-            if (!strcmp(optarg, "unbiased")) o.bn_unbiased_var = 1;
-            else if (!strcmp(optarg, "biased")) o.bn_unbiased_var = 0;
-            else if (!strcmp(optarg, "auto")) o.bn_unbiased_var = -1;
-            else return user_error("--bn-running-var '%s': expected biased (the ONNX spec), unbiased (PyTorch) or auto", optarg);
-            break;
-        case O_EXPLAIN: explain_it = true; break;
-        case O_DP: o.data_parallel = true; break;
-        case O_DP_OVERLAP:
-            if (!strcmp(optarg, "auto")) dp_overlap = -1;
-            else if (!strcmp(optarg, "on")) dp_overlap = 1;
-            else if (!strcmp(optarg, "off")) dp_overlap = 0;
-            else return user_error("--dp-overlap '%s': expected auto, on or off", optarg);
-            dp_overlap_given = true;
-            break;
-        case O_UPDATE_AT_END: o.update_at_end = true; break;
-        case O_DP_BUCKET:
-            if (!parse_size(optarg, &o.dp_bucket_bytes) || o.dp_bucket_bytes < 1024 || o.dp_bucket_bytes > (1ll << 30))
-                return user_error("--dp-bucket '%s': expected a size from 1KiB to 1GiB, e.g. 25MiB", optarg);
-            break;
-        case 'h': fputs(usage_compile, stdout); return 0;
-        case ':': return user_error("option '%s' needs a value", flag);
-        default: return user_error("unknown option '%s' (see ckptc --help)", flag);
-        }
+        if ((r = set_flag(&f, c, flag, optarg)) >= 0) return r;
     }
-    if (optind >= argc) return user_error("missing MODEL.onnx (see ckptc --help)");
-    if (o.infer && (o.checkpoint != CK_CKPT_NONE || o.offload)) return user_error("--checkpoint and --offload apply to training programs, not --infer");
-    if (o.offload && o.checkpoint == CK_CKPT_NONE) return user_error("--offload moves the checkpoints of a --checkpoint policy to the host; choose one (e.g. --checkpoint=blocks)");
-    if (o.infer && o.data_parallel) return user_error("--data-parallel applies to training programs, not --infer");
-    if (o.infer && o.update_at_end) return user_error("--update-at-end applies to training programs, not --infer");
-    if (o.dp_bucket_bytes && !o.data_parallel) return user_error("--dp-bucket sizes the buckets of --data-parallel; add it");
-    if (dp_overlap_given && !o.data_parallel) return user_error("--dp-overlap schedules the buckets of --data-parallel; add it");
-    /* auto plans both schedules; under budget:SIZE (whose search is all full plans already) the
-     * memory-first one */
-    o.dp_overlap = dp_overlap < 0 && o.checkpoint == CK_CKPT_BUDGET ? 0 : dp_overlap;
-    if (optind + 1 < argc) return user_error("unexpected argument '%s' (one model at a time)", argv[optind + 1]);
-    if (!out && !plan_only) return user_error("missing -o DIR: where to write the program (or --plan-only)");
+    if ((r = check_flags(&f, argc, argv)) >= 0) return r;
     const char *path = argv[optind];
     char inc[4200], lib[4200];
     ckrt_paths(inc, lib, sizeof inc);
-    if (o.data_parallel && !plan_only) { /* the MPI transport is built only where CMake found MPI */
+    if (f.o.data_parallel && !f.plan_only) { /* the MPI transport is built only where CMake found MPI */
         char mpi_lib[4300];
         struct stat sb;
         snprintf(mpi_lib, sizeof mpi_lib, "%s/libckrt_mpi.a", lib);
@@ -389,11 +349,11 @@ static int cmd_compile(int argc, char **argv) {
             return user_error("--data-parallel needs libckrt_mpi.a, which this ckptc's build does not have (%s): it is built "
                               "when CMake finds MPI (Debian: apt-get install openmpi-bin libopenmpi-dev, then reconfigure)", mpi_lib);
     }
-    ck_codegen_options co = {.out_dir = out, .command_line = g_cmdline, .ckrt_include = inc, .ckrt_lib = lib,
-                             .program_name = o.infer ? "model" : "trainer", .plan_only = plan_only, .explain = explain_it};
-    ck_load_options lo = {.dims = dims, .n_dims = n_dims};
+    ck_codegen_options co = {.out_dir = f.out, .command_line = g_cmdline, .ckrt_include = inc, .ckrt_lib = lib,
+                             .program_name = f.o.infer ? "model" : "trainer", .plan_only = f.plan_only, .explain = f.explain};
+    ck_load_options lo = {.dims = f.dims, .n_dims = f.n_dims};
     ck_diag d = {0};
-    ck_status st = ck_compile(path, &lo, &o, &co, &d);
+    ck_status st = ck_compile(path, &lo, &f.o, &co, &d);
     print_diag(&d, path);
     ck_diag_clear(&d);
     return st ? EXIT_USER : 0;

@@ -8,8 +8,12 @@
 #include "cli.h"
 #include "ck_frontend.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* --explain: what happens to every forward activation the backward needs, and why. */
 static void explain(const ck_graph *g) {
@@ -99,6 +103,37 @@ static void print_plan(const ck_graph *g) {
     for (int i = 0; i < g->n_segments; i++)
         printf("segment %-16s %s .. %s, checkpoints %lld bytes\n", g->segments[i].name, g->segments[i].first_node,
                g->segments[i].last_node, (long long)g->segments[i].saved_bytes);
+}
+
+/* Where the generated Makefile finds libckrt: this build tree when ckptc runs from it, else the
+ * prefix ckptc is installed under (PREFIX/bin/ckptc -> PREFIX/lib, PREFIX/include/ckptc), else
+ * the configured install prefix. */
+void ckrt_paths(char *inc, char *lib, size_t n) {
+    char exe[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[k > 0 ? k : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    char probe[4200];
+    struct stat st;
+    snprintf(probe, sizeof probe, "%s/runtime/libckrt.a", exe);
+    if (k > 0 && strcmp(exe, CK_BINARY_DIR) == 0 && stat(probe, &st) == 0) {
+        snprintf(inc, n, "%s/runtime", CK_SOURCE_DIR);
+        snprintf(lib, n, "%s/runtime", CK_BINARY_DIR);
+        return;
+    }
+    slash = strrchr(exe, '/');
+    if (k > 0 && slash) {
+        *slash = 0; /* PREFIX */
+        snprintf(probe, sizeof probe, "%s/lib/libckrt.a", exe);
+        if (stat(probe, &st) == 0) {
+            snprintf(inc, n, "%s/include/ckptc", exe);
+            snprintf(lib, n, "%s/lib", exe);
+            return;
+        }
+    }
+    snprintf(inc, n, "%s/include/ckptc", CK_INSTALL_PREFIX);
+    snprintf(lib, n, "%s/lib", CK_INSTALL_PREFIX);
 }
 
 /* After -o DIR: what was written and the planned peak by category. */

@@ -4,6 +4,7 @@
  */
 #include "cli.h"
 
+#include <getopt.h>
 #include <string.h>
 
 static void json_str(FILE *f, const char *s) {
@@ -153,7 +154,50 @@ static void print_text(FILE *f, const ck_graph *g, const char *path) {
     }
 }
 
-void ck_inspect_print(FILE *f, const ck_graph *g, const char *path, bool json) {
-    if (json) print_json(f, g, path);
-    else print_text(f, g, path);
+static const char *usage_inspect =
+    "usage: ckptc inspect MODEL.onnx [--dim NAME=N]... [--json]\n"
+    "\n"
+    "  --dim NAME=N   bind the symbolic input dimension NAME (an ONNX dim_param) to N\n"
+    "  --json         print a JSON document instead of text\n"
+    "  -h, --help     show this help\n";
+
+int cmd_inspect(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"dim", required_argument, 0, 'd'}, {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    ck_dim_binding dims[64];
+    int n_dims = 0, json = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            if (n_dims == 64) return user_error("--dim: too many bindings (at most 64)");
+            if (!parse_dim(optarg, &dims[n_dims])) return user_error("--dim '%s': expected NAME=N with N a positive integer", optarg);
+            for (int k = 0; k < n_dims; k++)
+                if (strcmp(dims[k].name, dims[n_dims].name) == 0) return user_error("--dim %s is given twice", dims[k].name);
+            n_dims++;
+            break;
+        case 'j': json = 1; break;
+        case 'h': fputs(usage_inspect, stdout); return 0;
+        case ':': return user_error("option '%s' needs a value", argv[optind - 1]);
+        default: return user_error("unknown option '%s' for inspect (see ckptc inspect --help)", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) return user_error("inspect: missing MODEL.onnx (see ckptc inspect --help)");
+    if (optind + 1 < argc) return user_error("inspect: unexpected argument '%s' (one model at a time)", argv[optind + 1]);
+    const char *path = argv[optind];
+    ck_load_options o = {.dims = dims, .n_dims = n_dims};
+    ck_diag d = {0};
+    ck_graph *g = NULL;
+    ck_status st = ck_frontend_load(path, &o, &g, &d);
+    if (st != CK_OK) {
+        print_diag(&d, path);
+        ck_diag_clear(&d);
+        return EXIT_USER;
+    }
+    if (json) print_json(stdout, g, path);
+    else print_text(stdout, g, path);
+    ck_graph_free(g);
+    ck_diag_clear(&d);
+    return fflush(stdout) == 0 ? 0 : 1;
 }
