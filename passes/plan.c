@@ -4,7 +4,9 @@
  * program (params, buffers and constants loaded from weights.bin, then the user inputs), in value
  * order. The dynamic region holds activations and kernel workspace. Each dynamic buffer lives
  * from the step of the node that writes it to the step of its last reader (graph outputs: to the
- * end); a node's inputs and outputs are live together, so kernels never run in place.
+ * end); a node's inputs and outputs are live together, so a kernel never overwrites what it reads,
+ * except the ops that run in place by design (optimizer updates, the gradient all-reduce:
+ * ck_node_inplace_input), whose outputs alias the input they overwrite.
  *
  * Offsets come from greedy best-fit placement: buffers in some order, each put in the smallest gap
  * between already placed buffers whose lifetimes overlap it, or above the highest of them. Four
@@ -12,6 +14,8 @@
  * no single order wins on every graph (size alone fragments residual MLPs). Not optimal in
  * general; the lower bound (max live bytes at any step) is reported next to the plan.
  * Views alias their input: they need no kernel and no bytes, and extend their root's lifetime.
+ * ck_pass_plan runs in phases: aliases, lifetimes, the static region, the dynamic buffers and
+ * their placement, the peak's accounting, then the host pool.
  *
  * Speed: a buffer is a rectangle (steps x addresses), and placing one needs the free gaps in the
  * union of the address ranges of the placed buffers whose lifetimes overlap its own. Collecting
@@ -38,6 +42,7 @@ typedef struct buf {
     ck_value *v;           /* NULL for workspace */
     ck_node *ws_node;
     int order;             /* creation order, the tie-breaker that makes the plan deterministic */
+    int64_t key;           /* the sort key of the placement order being tried (set_keys) */
 } buf;
 
 /* Up to this many buffers the plan is the best of the four orders, each placed with place() and
@@ -81,21 +86,32 @@ static ck_value *root_of(ck_value *v) {
     return v;
 }
 
-/* Placement orders tried; the plan keeps the one with the lowest peak (ties: the first). */
-static int g_order;
+/* Placement orders tried; the plan keeps the one with the lowest peak (ties: the first). Each
+ * buffer's key for an order is set before sorting (set_keys): larger keys are placed first. */
+enum { ORDER_SIZE, ORDER_AREA, ORDER_LIFETIME, ORDER_PROGRAM, N_ORDERS };
+static void set_keys(buf *bufs, int nb, int order) {
+    for (int i = 0; i < nb; i++) {
+        buf *x = &bufs[i];
+        switch (order) {
+        case ORDER_SIZE: x->key = x->bytes; break;
+        case ORDER_AREA: x->key = x->bytes * (x->last - x->first + 1); break;
+        case ORDER_LIFETIME: x->key = x->last - x->first; break;
+        default: x->key = -x->first; break;
+        }
+    }
+}
+
 static int cmp_buf(const void *a, const void *b) {
     const buf *x = a, *y = b;
-    int64_t kx, ky;
-    switch (g_order) {
-    case 0: kx = x->bytes, ky = y->bytes; break;                                   /* size */
-    case 1: kx = x->bytes * (x->last - x->first + 1), ky = y->bytes * (y->last - y->first + 1); break; /* area */
-    case 2: kx = x->last - x->first, ky = y->last - y->first; break;               /* lifetime */
-    default: kx = -x->first, ky = -y->first; break;                                /* program order */
-    }
-    if (kx != ky) return kx > ky ? -1 : 1;
+    if (x->key != y->key) return x->key > y->key ? -1 : 1;
     if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
     if (x->first != y->first) return x->first < y->first ? -1 : 1;
     return x->order - y->order;
+}
+
+static void sort_bufs(buf *bufs, int nb, int order) {
+    set_keys(bufs, nb, order);
+    qsort(bufs, (size_t)nb, sizeof *bufs, cmp_buf);
 }
 
 static int cmp_off(const void *a, const void *b) {
@@ -435,15 +451,12 @@ static int64_t compact(buf *bufs, int nb, rect_index *x) {
     return p;
 }
 
-ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
-    int nn = g->n_nodes, nid = g->next_value_id;
-    int *first = malloc(sizeof(int) * (size_t)(nid + 1)), *last = malloc(sizeof(int) * (size_t)(nid + 1));
-    CK_ASSERT(first && last);
-    for (int i = 0; i <= nid; i++) first[i] = -1, last[i] = -1;
-    for (int i = 0; i < g->n_values; i++) g->values[i]->alias = NULL, g->values[i]->offset = -1;
+/* ---------------------------------------------------------------- the pass, in phases */
 
-    /* views and in-place updates first: their outputs alias the root of an input */
-    for (int i = 0; i < nn; i++) {
+/* Views and in-place updates first: their outputs alias the root of an input. */
+static void set_aliases(ck_graph *g, const ck_options *o) {
+    for (int i = 0; i < g->n_values; i++) g->values[i]->alias = NULL, g->values[i]->offset = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
         ck_node *n = g->nodes[i];
         if (ck_node_is_view(n, o)) n->out[0]->alias = root_of(n->in[0]);
         for (int k = 0; k < n->n_out; k++) {
@@ -451,9 +464,15 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
             if (src >= 0 && n->out[k]) n->out[k]->alias = root_of(n->in[src]);
         }
     }
-    /* lifetimes, accumulated on roots */
+}
+
+/* first/last[root id]: the steps a root's bytes are live (-1: never), accumulated over its views;
+ * graph outputs live to the end (step n_nodes). */
+static void lifetimes(const ck_graph *g, int *first, int *last) {
+    int nn = g->n_nodes;
+    for (int i = 0; i <= g->next_value_id; i++) first[i] = -1, last[i] = -1;
     for (int i = 0; i < nn; i++) {
-        ck_node *n = g->nodes[i];
+        const ck_node *n = g->nodes[i];
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k]) {
                 ck_value *r = root_of(n->out[k]);
@@ -467,11 +486,11 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
             }
     }
     for (int i = 0; i < g->n_outputs; i++) last[root_of(g->outputs[i])->id] = nn;
+}
 
-    /* static region: data-carrying values (weights.bin's image), optimizer state (zeroed at
-     * start), then inputs */
-    ck_mem_plan *p = &g->plan;
-    memset(p, 0, sizeof *p);
+/* The static region: data-carrying values (weights.bin's image), optimizer state (zeroed at
+ * start), then inputs, in value order. */
+static void place_static(ck_graph *g, ck_mem_plan *p) {
     int64_t off = 0;
     for (int pass = 0; pass < 3; pass++) {
         for (int i = 0; i < g->n_values; i++) {
@@ -487,11 +506,12 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
         if (pass == 0) p->weights_bytes = off;
     }
     p->static_bytes = off;
+}
 
-    /* dynamic buffers */
-    int cap = g->n_values + nn + 1, nb = 0;
-    buf *bufs = calloc((size_t)cap, sizeof *bufs);
-    CK_ASSERT(bufs);
+/* The dynamic buffers: produced values on the device (not views), then kernel workspaces (which
+ * also sets each node's ws_bytes and ws_last). Returns the count. */
+static int dynamic_bufs(ck_graph *g, int *first, int *last, buf *bufs) {
+    int nn = g->n_nodes, nb = 0;
     for (int i = 0; i < g->n_values; i++) {
         ck_value *v = g->values[i];
         if (!v->producer || v->alias || v->host) continue;
@@ -516,19 +536,23 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
     }
     for (int i = 0; i < nb; i++)
         if (bufs[i].bytes == 0) bufs[i].bytes = CK_ALIGN; /* empty tensors still get a distinct address */
+    return nb;
+}
+
+/* Offsets for the dynamic buffers (relative to the region): the best of the four orders, or
+ * program order alone above PLAN_SEARCH_MAX buffers. x is initialized when the search runs. */
+static void place_dynamic(buf *bufs, int nb, int steps, rect_index *x) {
     int64_t *best_off = malloc(sizeof(int64_t) * (size_t)(nb + 1));
     CK_ASSERT(best_off);
-    rect_index x = {0};
     bool search = nb <= PLAN_SEARCH_MAX;
-    if (search) index_init(&x, nn + 1); /* steps 0..nn: graph outputs live to nn */
+    if (search) index_init(x, steps);
     int64_t dyn_peak = INT64_MAX;
-    for (int order = search ? 0 : 3; order < 4; order++) {
-        g_order = order;
-        qsort(bufs, (size_t)nb, sizeof *bufs, cmp_buf);
+    for (int order = search ? ORDER_SIZE : ORDER_PROGRAM; order < N_ORDERS; order++) {
+        sort_bufs(bufs, nb, order);
         int64_t peak;
         if (search) {
-            place(bufs, nb, &x);
-            peak = compact(bufs, nb, &x);
+            place(bufs, nb, x);
+            peak = compact(bufs, nb, x);
         } else {
             peak = place_linear(bufs, nb);
         }
@@ -539,8 +563,12 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
     }
     for (int i = 0; i < nb; i++) bufs[i].offset = best_off[bufs[i].order];
     free(best_off);
+}
 
-    /* write back; find the step with the most live dynamic bytes */
+/* Writes the dynamic offsets back; fills the plan's peak, its step, what holds it (saved vs
+ * transient activations, workspace, gradients), the timeline and the arena size. */
+static void account_dynamic(ck_graph *g, ck_mem_plan *p, buf *bufs, int nb) {
+    int nn = g->n_nodes;
     int64_t *live = calloc((size_t)nn + 2, sizeof *live), *live_ws = calloc((size_t)nn + 2, sizeof *live_ws);
     int64_t *live_gr = calloc((size_t)nn + 2, sizeof *live_gr);
     CK_ASSERT(live && live_ws && live_gr);
@@ -579,18 +607,21 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
     p->bytes[CK_MEM_ACTIVATIONS] = live[tmax] - live_ws[tmax] - live_gr[tmax];
     p->bytes[CK_MEM_WORKSPACE] = live_ws[tmax];
     p->bytes[CK_MEM_GRADS] = live_gr[tmax];
-    free(live_gr);
     /* the planned peak is the last byte any buffer uses, not its aligned end: that is what the
      * runtime's high-water mark can observe */
     int64_t exact_end = 0;
     for (int i = 0; i < nb; i++)
         if (bufs[i].offset + bufs[i].exact > exact_end) exact_end = bufs[i].offset + bufs[i].exact;
-    (void)dyn_peak;
     p->arena_bytes = p->static_bytes + exact_end;
     p->n_buffers = nb;
     p->done = true;
-    /* the host pool: offloaded tensors, placed the same way over their own lifetimes */
-    int nh = 0;
+    free(live), free(live_ws), free(live_gr);
+}
+
+/* The host pool: offloaded tensors, placed the same way over their own lifetimes (bufs has room
+ * for them). x is the dynamic search's index, or uninitialized (size 0). */
+static void place_host(ck_graph *g, ck_mem_plan *p, const int *first, const int *last, buf *bufs, rect_index *x) {
+    int nh = 0, nn = g->n_nodes;
     for (int i = 0; i < g->n_values; i++) {
         ck_value *v = g->values[i];
         if (!v->host) continue;
@@ -599,26 +630,42 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
         p->offload_bytes += (int64_t)ck_value_bytes(v);
         nh++;
     }
-    if (nh) {
-        bool empty = false;
-        for (int i = 0; i < nh; i++) empty |= bufs[i].bytes == 0;
-        g_order = nh <= PLAN_SEARCH_MAX || empty ? 0 : 3;
-        qsort(bufs, (size_t)nh, sizeof *bufs, cmp_buf);
-        if (empty) {
-            buf **hp = malloc(sizeof(buf *) * (size_t)(nh + 1));
-            CK_ASSERT(hp);
-            p->host_bytes = place_direct(bufs, nh, hp);
-            free(hp);
-        } else if (g_order == 0) {
-            if (!search) index_init(&x, nn + 1);
-            p->host_bytes = place(bufs, nh, &x);
-        } else {
-            p->host_bytes = place_linear(bufs, nh);
-        }
-        for (int i = 0; i < nh; i++) bufs[i].v->offset = bufs[i].offset;
+    if (!nh) return;
+    bool empty = false;
+    for (int i = 0; i < nh; i++) empty |= bufs[i].bytes == 0;
+    int order = nh <= PLAN_SEARCH_MAX || empty ? ORDER_SIZE : ORDER_PROGRAM;
+    sort_bufs(bufs, nh, order);
+    if (empty) {
+        buf **hp = malloc(sizeof(buf *) * (size_t)(nh + 1));
+        CK_ASSERT(hp);
+        p->host_bytes = place_direct(bufs, nh, hp);
+        free(hp);
+    } else if (order == ORDER_SIZE) {
+        if (!x->size) index_init(x, nn + 1);
+        p->host_bytes = place(bufs, nh, x);
+    } else {
+        p->host_bytes = place_linear(bufs, nh);
     }
+    for (int i = 0; i < nh; i++) bufs[i].v->offset = bufs[i].offset;
+}
+
+ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
+    int nn = g->n_nodes, nid = g->next_value_id;
+    int *first = malloc(sizeof(int) * (size_t)(nid + 1)), *last = malloc(sizeof(int) * (size_t)(nid + 1));
+    buf *bufs = calloc((size_t)(g->n_values + nn + 1), sizeof *bufs);
+    CK_ASSERT(first && last && bufs);
+    ck_mem_plan *p = &g->plan;
+    set_aliases(g, o);
+    lifetimes(g, first, last);
+    memset(p, 0, sizeof *p);
+    place_static(g, p);
+    int nb = dynamic_bufs(g, first, last, bufs);
+    rect_index x = {0};
+    place_dynamic(bufs, nb, nn + 1, &x); /* steps 0..nn: graph outputs live to nn */
+    account_dynamic(g, p, bufs, nb);
+    place_host(g, p, first, last, bufs, &x);
     if (x.size) index_free(&x);
-    for (int i = 0; i < g->n_values; i++) {
+    for (int i = 0; i < g->n_values; i++) { /* views share their root's offset; lifetimes for reports */
         ck_value *v = g->values[i];
         ck_value *r = root_of(v);
         if (v->alias) v->offset = r->offset;
@@ -627,9 +674,7 @@ ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
         v->live_last = dyn ? (last[r->id] < 0 ? 0 : last[r->id]) : -1;
         CK_ASSERT(v->offset >= 0);
     }
-    free(first), free(last);
-    free(live), free(live_ws);
-    free(bufs);
+    free(first), free(last), free(bufs);
     (void)d;
     return CK_OK;
 }
