@@ -718,7 +718,8 @@ static bool depth_ok(const ProtobufCMessageDescriptor *desc, const uint8_t *p, c
 
 /* ---------------------------------------------------------------- model */
 
-static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
+/* The model's envelope: a graph, provenance, the node limit, no sparse initializers. */
+static ck_status load_header(loader *L, const Onnx__ModelProto *m) {
     ck_graph *g = L->g;
     /* a zero-length or foreign protobuf parses as an empty ModelProto: reject it by content */
     if (!m->graph && !m->n_opset_import) {
@@ -743,8 +744,13 @@ static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
         LERR(L, "sparse initializers are not supported");
         return CK_ERR_UNSUPPORTED;
     }
+    return CK_OK;
+}
 
-    /* unsupported ops first, all at once: nothing else is worth reporting before that */
+/* Unsupported ops first, all at once (nothing else is worth reporting before that), then the
+ * default domain's opset. */
+static ck_status check_ops(loader *L, const Onnx__ModelProto *m) {
+    const Onnx__GraphProto *gp = m->graph;
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *np = gp->node[i];
         ck_op op;
@@ -771,8 +777,13 @@ static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
              (long long)opset, CK_OPSET_MIN, CK_OPSET_MAX);
         return CK_ERR_UNSUPPORTED;
     }
-    g->opset = opset;
+    L->g->opset = opset;
+    return CK_OK;
+}
 
+/* Initializers, then the graph inputs that are not initializers (every --dim must name one). */
+static ck_status load_inputs(loader *L, const Onnx__GraphProto *gp) {
+    ck_graph *g = L->g;
     L->names = ck_map_new(g->arena, (int)(gp->n_initializer + gp->n_input + gp->n_node * 2 + 16));
     for (size_t i = 0; i < gp->n_initializer; i++) {
         const Onnx__TensorProto *t = gp->initializer[i];
@@ -805,7 +816,12 @@ static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
         if (!L->dim_used[k]) LERR(L, "--dim %s: no graph input has a dimension named '%s'", L->o->dims[k].name, L->o->dims[k].name);
     if (L->errors) return CK_ERR_MODEL;
     ck_graph_set_inputs(g, n_ins, ins);
+    return CK_OK;
+}
 
+/* Constants, then the other nodes in topological order, then the graph outputs. */
+static ck_status load_nodes(loader *L, const Onnx__GraphProto *gp) {
+    ck_graph *g = L->g;
     for (size_t i = 0; i < gp->n_node; i++)
         if (is_constant(gp->node[i])) load_constant(L, gp->node[i]);
     if (L->errors) return CK_ERR_MODEL;
@@ -831,8 +847,17 @@ static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
     if (!gp->n_output) LERR(L, "the graph has no outputs");
     if (L->errors) return CK_ERR_MODEL;
     ck_graph_set_outputs(g, (int)gp->n_output, outs);
+    return CK_OK;
+}
 
+static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
+    ck_status st = load_header(L, m);
+    if (!st) st = check_ops(L, m);
+    if (!st) st = load_inputs(L, m->graph);
+    if (!st) st = load_nodes(L, m->graph);
+    if (st) return st;
     /* BatchNormalization's running statistics are step-updated state, not trainable params */
+    ck_graph *g = L->g;
     for (int i = 0; i < g->n_nodes; i++) {
         ck_node *n = g->nodes[i];
         if (n->op != CK_OP_BATCH_NORM) continue;

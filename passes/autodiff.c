@@ -528,35 +528,29 @@ static void accumulate(ck_ad *a, ck_value *v, ck_value *gv) {
     a->grad[v->id] = prev ? op2(a, CK_OP_ADD, prev, gv) : gv;
 }
 
-ck_status ck_pass_autodiff(ck_graph *g, const ck_options *o, ck_diag *d) {
-    CK_ASSERT(g->loss);
-    ck_ad a = {.g = g, .o = o, .d = d, .nid = g->next_value_id};
-    int nf = g->n_nodes, nid = a.nid;
-    bool *reach = calloc((size_t)nid, 1), *dep = calloc((size_t)nid, 1);
-    a.need = calloc((size_t)nid, 1);
-    a.grad = calloc((size_t)nid, sizeof *a.grad);
-    CK_ASSERT(reach && dep && a.need && a.grad);
-    ck_status st = CK_OK;
-
-    /* what reaches the loss through differentiable slots */
+/* reach[value id]: the value reaches the loss through differentiable input slots. */
+static void mark_reaching(const ck_graph *g, bool *reach) {
     reach[g->loss->id] = true;
-    for (int i = nf - 1; i >= 0; i--) {
-        ck_node *n = g->nodes[i];
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const ck_node *n = g->nodes[i];
         bool r = false;
         for (int k = 0; k < n->n_out; k++) r |= n->out[k] && reach[n->out[k]->id];
         if (!r) continue;
         for (int k = 0; k < n->n_in; k++)
             if (n->in[k] && (ck_ops[n->op].diff_inputs >> k & 1) && ck_dtype_is_float(n->in[k]->dtype)) reach[n->in[k]->id] = true;
     }
-    /* trainable parameters */
+}
+
+/* The trainable parameters: float PARAMs that reach the loss, minus --freeze; the others become
+ * CONST. Marks them in dep and counts them in *np. */
+static ck_status choose_params(ck_graph *g, const ck_options *o, const bool *reach, bool *dep, int *np, ck_diag *d) {
     regex_t re;
     bool have_re = o->freeze && *o->freeze;
     if (have_re && regcomp(&re, o->freeze, REG_EXTENDED | REG_NOSUB) != 0) {
         ck_diag_add(d, "--freeze '%s': not a valid regular expression", o->freeze);
-        st = CK_ERR_USAGE;
-        goto out;
+        return CK_ERR_USAGE;
     }
-    int np = 0;
+    *np = 0;
     for (int i = 0; i < g->n_values; i++) {
         ck_value *v = g->values[i];
         if (v->role != CK_ROLE_PARAM) continue;
@@ -566,62 +560,72 @@ ck_status ck_pass_autodiff(ck_graph *g, const ck_options *o, ck_diag *d) {
             continue;
         }
         dep[v->id] = true;
-        np++;
+        (*np)++;
     }
     if (have_re) regfree(&re);
-    if (np == 0) {
+    if (*np == 0) {
         ck_diag_add(d, "the model has no trainable parameters: no float initializer reaches the loss%s",
                     have_re ? " (or --freeze matches all of them)" : "");
-        st = CK_ERR_MODEL;
-        goto out;
+        return CK_ERR_MODEL;
     }
-    /* what depends on them */
-    for (int i = 0; i < nf; i++) {
-        ck_node *n = g->nodes[i];
+    return CK_OK;
+}
+
+/* dep[value id]: a float value that depends on a trainable parameter through differentiable
+ * slots (the parameters are marked already). */
+static void mark_dependent(const ck_graph *g, bool *dep) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
         bool dd = false;
         for (int k = 0; k < n->n_in; k++) dd |= n->in[k] && (ck_ops[n->op].diff_inputs >> k & 1) && dep[n->in[k]->id];
         for (int k = 0; dd && k < n->n_out; k++)
             if (n->out[k] && ck_dtype_is_float(n->out[k]->dtype)) dep[n->out[k]->id] = true;
     }
-    for (int i = 0; i < nid; i++) a.need[i] = reach[i] && dep[i];
+}
 
-    /* the backward sweep */
-    a.cur = g->loss->producer;
-    snprintf(a.name, sizeof a.name, "%s/grad", g->loss->producer ? g->loss->producer->name : "loss");
-    a.grad[g->loss->id] = const_f(&a, g->loss->dtype, 1.0);
+/* The backward sweep over the forward's nf nodes, last first: each node's gradient rule, the
+ * input gradients accumulated. */
+static ck_status backward_sweep(ck_ad *a, int nf) {
+    ck_graph *g = a->g;
+    ck_status st = CK_OK;
+    a->cur = g->loss->producer;
+    snprintf(a->name, sizeof a->name, "%s/grad", g->loss->producer ? g->loss->producer->name : "loss");
+    a->grad[g->loss->id] = const_f(a, g->loss->dtype, 1.0);
     for (int i = nf - 1; i >= 0 && !st; i--) {
         ck_node *n = g->nodes[i];
         ck_value *dy[64] = {0}, *dx[64] = {0};
         bool any_dy = false, any_want = false;
         for (int k = 0; k < n->n_out && k < 64; k++)
-            if (n->out[k] && n->out[k]->id < nid && (dy[k] = a.grad[n->out[k]->id])) any_dy = true;
-        for (int k = 0; k < n->n_in; k++) any_want |= wants(&a, n, k);
+            if (n->out[k] && n->out[k]->id < a->nid && (dy[k] = a->grad[n->out[k]->id])) any_dy = true;
+        for (int k = 0; k < n->n_in; k++) any_want |= wants(a, n, k);
         if (!any_dy || !any_want) continue;
-        if (!rules[n->op]) {
-            st = unsupported(&a, n, "no gradient rule");
-            break;
-        }
-        a.cur = n;
-        snprintf(a.name, sizeof a.name, "%s/grad", n->name);
-        st = rules[n->op](&a, n, dy, dx);
+        if (!rules[n->op]) return unsupported(a, n, "no gradient rule");
+        a->cur = n;
+        snprintf(a->name, sizeof a->name, "%s/grad", n->name);
+        st = rules[n->op](a, n, dy, dx);
         for (int k = 0; !st && k < n->n_in; k++)
-            if (dx[k] && wants(&a, n, k)) accumulate(&a, n->in[k], dx[k]);
+            if (dx[k] && wants(a, n, k)) accumulate(a, n->in[k], dx[k]);
     }
-    if (st) goto out;
+    return st;
+}
 
+/* g->train_params / g->train_grads: each trainable parameter (np of them) with a gradient value
+ * of its own, named PARAM.grad. */
+static void collect_grads(ck_ad *a, int np) {
+    ck_graph *g = a->g;
     g->train_params = ck_arena_alloc(g->arena, sizeof(ck_value *) * (size_t)np);
     g->train_grads = ck_arena_alloc(g->arena, sizeof(ck_value *) * (size_t)np);
     g->n_train = 0;
     for (int i = 0; i < g->n_values; i++) {
         ck_value *v = g->values[i];
-        if (v->role != CK_ROLE_PARAM || v->id >= nid) continue;
-        ck_value *gv = a.grad[v->id];
+        if (v->role != CK_ROLE_PARAM || v->id >= a->nid) continue;
+        ck_value *gv = a->grad[v->id];
         if (!gv) { /* reaches the loss only through paths whose derivative is identically zero */
-            gv = zeros_like(&a, v);
+            gv = zeros_like(a, v);
         }
         /* a gradient value of its own: it may be shared (a bias added to a tensor whose gradient
          * flows on unchanged) or a constant */
-        if (gv->role != CK_ROLE_ACTIVATION || gv->producer == NULL) gv = op1(&a, CK_OP_IDENTITY, gv);
+        if (gv->role != CK_ROLE_ACTIVATION || gv->producer == NULL) gv = op1(a, CK_OP_IDENTITY, gv);
         char name[1100];
         snprintf(name, sizeof name, "%s.grad", v->name);
         gv->name = ck_arena_strdup(g->arena, name);
@@ -629,7 +633,24 @@ ck_status ck_pass_autodiff(ck_graph *g, const ck_options *o, ck_diag *d) {
         g->train_params[g->n_train] = v;
         g->train_grads[g->n_train++] = gv;
     }
-out:
+}
+
+ck_status ck_pass_autodiff(ck_graph *g, const ck_options *o, ck_diag *d) {
+    CK_ASSERT(g->loss);
+    ck_ad a = {.g = g, .o = o, .d = d, .nid = g->next_value_id};
+    int nf = g->n_nodes, nid = a.nid, np = 0;
+    bool *reach = calloc((size_t)nid, 1), *dep = calloc((size_t)nid, 1);
+    a.need = calloc((size_t)nid, 1);
+    a.grad = calloc((size_t)nid, sizeof *a.grad);
+    CK_ASSERT(reach && dep && a.need && a.grad);
+    mark_reaching(g, reach);
+    ck_status st = choose_params(g, o, reach, dep, &np, d);
+    if (!st) {
+        mark_dependent(g, dep);
+        for (int i = 0; i < nid; i++) a.need[i] = reach[i] && dep[i];
+        st = backward_sweep(&a, nf);
+    }
+    if (!st) collect_grads(&a, np);
     free(reach), free(dep), free(a.need), free(a.grad);
     return st;
 }
