@@ -1,11 +1,13 @@
 /* ck_passes.h — the passes that turn a loaded graph into a scheduled, planned one.
  *
  * Each pass is `ck_status ck_pass_NAME(ck_graph *g, const ck_options *o, ck_diag *d)`, runs
- * after the previous one, and leaves a graph the verifier accepts. The pipeline is
- * ck_compile() in cli/ckptc.c: one straight-line function a reader sees whole.
+ * after the previous one, and leaves a graph the verifier accepts. The pipeline is ck_compile()
+ * in cli/compile.c: one straight-line function a reader sees whole, which hands the trained graph
+ * to ck_plan_search (search.c) for the passes whose choices need whole plans to decide.
  *
- * Passes: lower -> loss -> autodiff -> optimizer -> checkpoint (recompute, offload) -> data_parallel
- * -> early_update (training) -> plan (liveness over the scheduled order + static offsets in one arena).
+ * Passes: lower -> loss -> autodiff -> optimizer, then per try of the search: checkpoint
+ * (recompute, offload) -> data_parallel -> early_update (training) -> plan (liveness over the
+ * scheduled order + static offsets in one arena).
  */
 #ifndef CK_PASSES_H
 #define CK_PASSES_H
@@ -36,7 +38,8 @@ typedef struct ck_options {
     bool offload;                 /* --offload: checkpoints go to the host pool */
     const char *policy_name;      /* as the user wrote it, for reports ("blocks", "every:2") */
     int64_t budget;               /* budget:SIZE, bytes */
-    const bool *recompute_set;    /* when set: only these candidate segments are recomputed */
+    const bool *recompute_set;    /* when set: only these candidate segments are recomputed (the
+                                   * budget search's tries, search.c) */
     int n_recompute_set;
     /* BatchNormalization's running variance: the ONNX spec updates it with the biased batch
      * variance, PyTorch with the unbiased one, and PyTorch's exporter does not say which the model
@@ -46,7 +49,8 @@ typedef struct ck_options {
     bool data_parallel;
     int64_t dp_bucket_bytes;      /* --dp-bucket SIZE; 0: 25 MiB */
     int dp_overlap;               /* buckets start as soon as their gradients are final (1), or all
-                                   * after the backward (0); --dp-overlap=auto tries both (cli) */
+                                   * after the backward (0); -1 (--dp-overlap=auto): 1, unless the
+                                   * search (search.c) finds that 0 plans a lower peak */
     bool update_at_end;           /* --update-at-end: every update after the whole backward (no early updates) */
 } ck_options;
 
@@ -80,13 +84,17 @@ ck_status ck_pass_optimizer(ck_graph *g, const ck_options *o, ck_diag *d);
  * GradAllReduceWait). Not with --update-at-end. */
 ck_status ck_pass_early_update(ck_graph *g, const ck_options *o, ck_diag *d);
 
-/* --data-parallel: a ckptc.GradAllReduce node between the backward and the update, averaging
- * every gradient over the ranks in place; its workspace is the communication staging. */
+/* --data-parallel: the gradients in buckets (--dp-bucket, in the order they become final), each
+ * averaged over the ranks in place by a ckptc.GradAllReduce node (its workspace is the
+ * communication staging) started right after the bucket's last gradient (o->dp_overlap) or after
+ * the backward, and a ckptc.GradAllReduceWait before the updates that read the bucket. */
 ck_status ck_pass_data_parallel(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* Memory plan: static region (params, buffers, constants, inputs) then a dynamic region where
- * activations and kernel workspace get offsets by liveness, greedy by size with best fit.
- * Views (Reshape, Flatten, Squeeze, Unsqueeze, Identity) share their input's bytes.
+ * activations and kernel workspace get offsets by liveness: greedy best-fit placement in four
+ * orders (size, size x lifetime, lifetime, program order; program order alone on big graphs),
+ * the lowest peak kept. Views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, a Dropout that
+ * drops nothing) share their input's bytes, and so do the outputs of ops that run in place.
  * Fills v->offset / v->alias for every value, n->ws_offset for nodes with workspace, and
  * g->plan. */
 ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d);

@@ -17,7 +17,7 @@
  * That is the overlapped schedule (ck_options.dp_overlap). Its stagings live during the
  * backward, beside the activations; without overlap every bucket starts after the backward, one
  * after another (each wait right after its start), where the activations are gone: the lower
- * peak when the staging would otherwise hold it. --dp-overlap=auto (the default, cli/ckptc.c)
+ * peak when the staging would otherwise hold it. --dp-overlap=auto (the default, search.c)
  * plans both and keeps the overlap unless it raises the planned peak.
  *
  * Both take the bucket's gradients and give them back averaged, in place (the planner aliases

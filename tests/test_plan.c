@@ -4,6 +4,7 @@
  * below the lower bound (max live bytes at any step). Early updates (optimizer.c): on a small
  * graph each update lands right after what it waits for and its gradient dies there; on the
  * samples, under every policy, no node reads a parameter after its update and the peak never rises.
+ * Graph clones (the plan search's tries) plan exactly what a fresh load plans.
  */
 #include "ck_frontend.h"
 #include "ck_passes.h"
@@ -573,6 +574,115 @@ START_TEST(data_parallel_buckets) {
 }
 END_TEST
 
+/* The graph load -> lower -> loss -> autodiff -> optimizer leaves: what the plan search clones. */
+static ck_graph *build_trained(const char *path, const ck_load_options *lo, const ck_options *o) {
+    ck_diag d = {0};
+    ck_graph *g = NULL;
+    ck_assert_int_eq(ck_frontend_load(path, lo, &g, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_lower(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_loss(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_autodiff(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_optimizer(g, o, &d), CK_OK);
+    ck_diag_clear(&d);
+    return g;
+}
+
+static int value_id(const ck_value *v) { return v ? v->id : -1; }
+
+/* a and b are the same graph: schedule, edges (by id), names, offsets, lifetimes, the plan. */
+static void assert_same_graph(const ck_graph *a, const ck_graph *b) {
+    ck_assert_int_eq(a->n_nodes, b->n_nodes);
+    ck_assert_int_eq(a->n_values, b->n_values);
+    ck_assert_int_eq(a->next_node_id, b->next_node_id);
+    ck_assert_int_eq(a->next_value_id, b->next_value_id);
+    for (int i = 0; i < a->n_nodes; i++) {
+        const ck_node *x = a->nodes[i], *y = b->nodes[i];
+        ck_assert_int_eq(x->id, y->id);
+        ck_assert_int_eq(x->op, y->op);
+        ck_assert_str_eq(x->name, y->name);
+        ck_assert_int_eq(x->n_in, y->n_in);
+        ck_assert_int_eq(x->n_out, y->n_out);
+        ck_assert_int_eq(x->n_attr, y->n_attr);
+        ck_assert_int_eq(x->phase, y->phase);
+        ck_assert_int_eq(x->recompute_of, y->recompute_of);
+        ck_assert_int_eq(x->ws_offset, y->ws_offset);
+        ck_assert_int_eq(x->ws_last, y->ws_last);
+        ck_assert_int_eq(x->ws_until ? x->ws_until->id : -1, y->ws_until ? y->ws_until->id : -1);
+        for (int k = 0; k < x->n_in; k++) ck_assert_int_eq(value_id(x->in[k]), value_id(y->in[k]));
+        for (int k = 0; k < x->n_out; k++) ck_assert_int_eq(value_id(x->out[k]), value_id(y->out[k]));
+    }
+    for (int i = 0; i < a->n_values; i++) {
+        const ck_value *x = a->values[i], *y = b->values[i];
+        ck_assert_int_eq(x->id, y->id);
+        ck_assert_str_eq(x->name, y->name);
+        ck_assert_int_eq(x->role, y->role);
+        ck_assert_int_eq(x->offset, y->offset);
+        ck_assert_int_eq(x->host, y->host);
+        ck_assert_int_eq(x->live_first, y->live_first);
+        ck_assert_int_eq(x->live_last, y->live_last);
+        ck_assert_int_eq(value_id(x->alias), value_id(y->alias));
+        ck_assert_int_eq(x->producer ? x->producer->id : -1, y->producer ? y->producer->id : -1);
+    }
+    ck_assert_int_eq(a->plan.arena_bytes, b->plan.arena_bytes);
+    ck_assert_int_eq(a->plan.host_bytes, b->plan.host_bytes);
+    ck_assert_int_eq(a->plan.peak_step, b->plan.peak_step);
+    ck_assert_int_eq(a->plan.n_timeline, b->plan.n_timeline);
+    for (int t = 0; t < a->plan.n_timeline; t++) ck_assert_int_eq(a->plan.timeline[t], b->plan.timeline[t]);
+    ck_assert_int_eq(a->n_segments, b->n_segments);
+    ck_assert_int_eq(a->n_train, b->n_train);
+    ck_assert_int_eq(value_id(a->loss), value_id(b->loss));
+}
+
+/* ir/clone.c and passes/search.c: the rest of the passes on a clone of the trained graph plan
+ * exactly what a fresh load planned (every policy, offload, data parallel), the trained graph is
+ * left untouched (a second clone plans the same again), a clone of a planned graph is that graph,
+ * and ck_plan_search gives the fresh load's plan unless it notes a choice of its own. */
+START_TEST(clones_plan_like_a_fresh_load) {
+    static const char *files[] = {"mlp.onnx", "gpt.onnx", "bert.onnx", "resnet.onnx"};
+    ck_dim_binding bind = {"batch", 8};
+    for (int i = 0; i < 4; i++)
+        for (int pol = 0; pol < 4; pol++) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", CK_SAMPLES, files[i]);
+            ck_load_options lo = {.dims = &bind, .n_dims = i == 0};
+            ck_options o = train_opts;
+            o.checkpoint = pol == 0 ? CK_CKPT_NONE : pol == 1 ? CK_CKPT_SQRT : CK_CKPT_BLOCKS;
+            o.offload = pol >= 2;
+            o.data_parallel = pol == 3, o.dp_bucket_bytes = pol == 3 ? 16 << 10 : 0, o.dp_overlap = 1;
+            ck_graph *fresh = build_train(path, &lo, &o), *trained = build_trained(path, &lo, &o);
+            int trained_nodes = trained->n_nodes, trained_values = trained->n_values;
+            for (int round = 0; round < 2; round++) {
+                ck_graph *c = ck_graph_clone(trained);
+                ck_diag d = {0};
+                ck_assert_int_eq(ck_pass_checkpoint(c, &o, &d), CK_OK);
+                ck_assert_int_eq(ck_pass_data_parallel(c, &o, &d), CK_OK);
+                ck_assert_int_eq(ck_pass_early_update(c, &o, &d), CK_OK);
+                ck_assert_int_eq(ck_pass_plan(c, &o, &d), CK_OK);
+                ck_assert_int_eq(ck_graph_verify(c, &d), CK_OK);
+                assert_same_graph(fresh, c);
+                ck_graph *cc = ck_graph_clone(c); /* a planned graph: aliases, workspaces, timeline */
+                assert_same_graph(c, cc);
+                ck_assert_int_eq(ck_graph_verify(cc, &d), CK_OK);
+                ck_graph_free(cc);
+                ck_graph_free(c);
+                ck_diag_clear(&d);
+                ck_assert_int_eq(trained->n_nodes, trained_nodes);
+                ck_assert_int_eq(trained->n_values, trained_values);
+                ck_assert(!trained->plan.done);
+            }
+            ck_graph *s = NULL;
+            ck_diag notes = {0}, d = {0};
+            ck_assert_int_eq(ck_plan_search(trained, &o, NULL, &s, &notes, &d), CK_OK);
+            if (notes.n == 0) assert_same_graph(fresh, s); /* else it chose otherwise, and said so */
+            else printf("  %-12s policy %d: %s\n", files[i], pol, notes.msg[0]);
+            ck_graph_free(s);
+            ck_diag_clear(&notes), ck_diag_clear(&d);
+            ck_graph_free(trained);
+            ck_graph_free(fresh);
+        }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("plan");
     TCase *tc = tcase_create("plan");
@@ -588,6 +698,7 @@ int main(void) {
     tcase_add_test(tc, update_waits_for_view_readers);
     tcase_add_test(tc, early_updates_on_samples);
     tcase_add_test(tc, data_parallel_buckets);
+    tcase_add_test(tc, clones_plan_like_a_fresh_load);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
