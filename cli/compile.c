@@ -2,8 +2,8 @@
  * ckptc prints about the plan (--explain, --plan-only, the summary of what it wrote).
  *
  * The passes that no checkpoint, offload or bucket choice changes run once here; the plan search
- * (passes/search.c) takes the trained graph from there through the rest, as many times as its
- * choices need, on clones. ckptc.c parses the flags and calls ck_compile.
+ * (passes/search.c) takes the trained graph from there through the rest, once, or as many times
+ * as its choices need, on clones. ckptc.c parses the flags and calls ck_compile.
  */
 #include "cli.h"
 #include "ck_frontend.h"
@@ -149,15 +149,15 @@ static void print_summary(const ck_graph *g, const ck_codegen_options *co) {
 }
 
 ck_status ck_compile(const char *path, const ck_load_options *lo, const ck_options *o, const ck_codegen_options *co, ck_diag *d) {
-    ck_graph *trained = NULL, *g = NULL;
+    ck_graph *g = NULL;
     ck_diag notes = {0}; /* what the plan search chose */
-    ck_status st = ck_frontend_load(path, lo, &trained, d);
-    if (!st) st = ck_pass_lower(trained, o, d);
-    if (!st && !o->infer) st = ck_pass_loss(trained, o, d);
-    if (!st && !o->infer) st = ck_pass_autodiff(trained, o, d);
-    if (!st && !o->infer) st = ck_pass_optimizer(trained, o, d);
-    /* checkpoint -> data_parallel -> early_update -> codegen check -> plan, on clones */
-    if (!st) st = ck_plan_search(trained, o, ck_codegen_check, &g, &notes, d);
+    ck_status st = ck_frontend_load(path, lo, &g, d);
+    if (!st) st = ck_pass_lower(g, o, d);
+    if (!st && !o->infer) st = ck_pass_loss(g, o, d);
+    if (!st && !o->infer) st = ck_pass_autodiff(g, o, d);
+    if (!st && !o->infer) st = ck_pass_optimizer(g, o, d);
+    /* checkpoint -> data_parallel -> early_update -> codegen check -> plan, once or per try */
+    if (!st) st = ck_plan_search(&g, o, ck_codegen_check, &notes, d);
     for (int i = 0; i < notes.n; i++) printf("%s\n", notes.msg[i]);
     if (!st && co->explain) explain(g);
     if (!st && co->plan_only) print_plan(g);
@@ -165,6 +165,5 @@ ck_status ck_compile(const char *path, const ck_load_options *lo, const ck_optio
     if (!st && !co->plan_only) print_summary(g, co);
     ck_diag_clear(&notes);
     ck_graph_free(g);
-    ck_graph_free(trained);
     return st;
 }

@@ -285,6 +285,8 @@ typedef struct ck_graph {
     ck_segment *segments;
     const struct ck_graph *borrowed; /* a clone: the graph whose names, constant data and holds it
                                       * shares (it must outlive the clone); NULL: owns its own */
+    struct ck_graph *owned;          /* freed by ck_graph_free after this graph: set on the clone that
+                                      * the plan search keeps, so that it takes its original along */
 } ck_graph;
 
 ck_graph *ck_graph_new(void);

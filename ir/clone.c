@@ -75,6 +75,7 @@ ck_graph *ck_graph_clone(const ck_graph *src) {
     g->arena = a;
     g->holds = NULL;
     g->borrowed = src;
+    g->owned = NULL;
 
     g->values = ck_arena_alloc(a, sizeof *g->values * (size_t)(src->n_values ? src->n_values : 1));
     CK_ASSERT(g->values);

@@ -198,8 +198,10 @@ ck_graph *ck_graph_new(void) {
 
 void ck_graph_free(ck_graph *g) {
     if (!g) return;
+    ck_graph *owned = g->owned; /* a clone's original: after the clone, whose data it holds */
     for (ck_hold *h = g->holds; h; h = h->next) h->release(h->ctx); /* the list is newest first */
     ck_arena_free(g->arena);
+    ck_graph_free(owned);
 }
 
 ck_io_stats ck_stats;

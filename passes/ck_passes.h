@@ -113,15 +113,16 @@ typedef struct ck_ckpt_candidates {
 ck_status ck_checkpoint_candidates(const ck_graph *g, const ck_options *o, ck_ckpt_candidates *c, ck_diag *d);
 void ck_checkpoint_candidates_free(ck_ckpt_candidates *c);
 
-/* The plan search (search.c): from the trained graph (after ck_pass_optimizer, or ck_pass_lower
- * with --infer), which it leaves as it is, the planned graph the options ask for. Each try takes
- * a clone through checkpoint -> data_parallel -> early_update -> check -> plan; budget:SIZE,
- * --offload and --data-parallel make several tries and keep the plan they choose by its peak.
- * check, when set, runs on each try before it is planned (codegen's: reject what cannot run
- * before any planning). What the search chose is added to notes, one line each, for the user. */
+/* The plan search (search.c): *g is the trained graph (after ck_pass_optimizer, or after
+ * ck_pass_lower with --infer); on return it is the planned graph the options ask for (on an
+ * error, what the failing try left, to be freed all the same). The passes checkpoint ->
+ * data_parallel -> early_update -> check -> plan run on the trained graph itself when one plan
+ * settles it; budget:SIZE, --offload and --data-parallel plan several tries, each on a clone, and
+ * keep the one they choose by its peak (which takes the trained graph along: ck_graph_free of the
+ * result frees both). check, when set, runs on each try before it is planned (codegen's: reject
+ * what cannot run before any planning). What the search chose is added to notes, one line each. */
 typedef ck_status (*ck_check_fn)(const ck_graph *g, const ck_options *o, ck_diag *d);
-ck_status ck_plan_search(const ck_graph *trained, const ck_options *o, ck_check_fn check, ck_graph **out, ck_diag *notes,
-                         ck_diag *d);
+ck_status ck_plan_search(ck_graph **g, const ck_options *o, ck_check_fn check, ck_diag *notes, ck_diag *d);
 
 /* Dropout's effective ratio: 0 when it drops nothing (training_mode absent or false, ratio 0,
  * or --disable-dropout); -1 when the ratio or the mode is not a compile-time constant. */

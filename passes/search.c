@@ -5,7 +5,9 @@
  * placement (fragmentation) moves the peak. So each candidate is planned for real: a try is a
  * clone of the trained graph (after loss, autodiff and optimizer, which none of these choices
  * changes) taken through checkpoint -> data_parallel -> early_update -> check -> plan, and the
- * search keeps the try whose planned peak wins. No try loads the model again.
+ * search keeps the try whose planned peak wins. No try loads the model again. When there is
+ * nothing to choose (no budget, no --offload, data parallel with its bucket and schedule given),
+ * the one plan is made on the trained graph itself, without a clone.
  *
  *   budget:SIZE      candidates are the blocks policy's segments (cut points when names carry no
  *                    blocks), ordered by activation bytes per FLOP (most memory for the least
@@ -35,9 +37,8 @@ typedef struct search {
     ck_diag *notes;
 } search;
 
-/* One try: a clone of the trained graph through every pass the search's choices change. */
-static ck_status plan_try(const search *s, const ck_options *o, ck_graph **out, ck_diag *d) {
-    ck_graph *g = ck_graph_clone(s->trained);
+/* The passes the search's choices change, on g (the trained graph or a clone of it). */
+static ck_status plan_passes(const search *s, ck_graph *g, const ck_options *o, ck_diag *d) {
     ck_status st = CK_OK;
     if (!o->infer) st = ck_pass_checkpoint(g, o, d);
     if (!st && !o->infer) st = ck_pass_data_parallel(g, o, d);
@@ -46,8 +47,19 @@ static ck_status plan_try(const search *s, const ck_options *o, ck_graph **out, 
     if (!st && s->check) st = s->check(g, o, d); /* reject what cannot run before any planning */
     if (!st) st = ck_pass_plan(g, o, d);
     if (!st) st = ck_graph_verify(g, d);
-    *out = g;
     return st;
+}
+
+/* One try: a clone of the trained graph through those passes. */
+static ck_status plan_try(const search *s, const ck_options *o, ck_graph **out, ck_diag *d) {
+    *out = ck_graph_clone(s->trained);
+    return plan_passes(s, *out, o, d);
+}
+
+/* Is there nothing to choose, so that one plan of the trained graph itself settles it? */
+static bool one_try(const ck_options *o) {
+    if (o->checkpoint == CK_CKPT_BUDGET || o->offload) return false;
+    return !o->data_parallel || (o->dp_bucket_bytes > 0 && o->dp_overlap >= 0);
 }
 
 /* A try whose messages are dropped: a candidate that fails is just not chosen. Returns whether
@@ -266,13 +278,14 @@ static void plan_data_parallel(const search *s, const ck_options *o, ck_graph **
 
 /* ---------------------------------------------------------------- the search */
 
-ck_status ck_plan_search(const ck_graph *trained, const ck_options *o, ck_check_fn check, ck_graph **out, ck_diag *notes,
-                         ck_diag *d) {
+ck_status ck_plan_search(ck_graph **gp, const ck_options *o, ck_check_fn check, ck_diag *notes, ck_diag *d) {
+    ck_graph *trained = *gp, *g = NULL;
     search s = {.trained = trained, .check = check, .notes = notes};
-    ck_graph *g = NULL;
+    if (one_try(o)) return plan_passes(&s, trained, o, d); /* no clone: nothing else to try */
     ck_status st = o->checkpoint == CK_CKPT_BUDGET ? plan_budget(&s, o, &g, d) : plan_try(&s, o, &g, d);
     if (!st && o->offload && o->checkpoint != CK_CKPT_BUDGET) plan_offload(&s, o, &g);
     if (!st) plan_data_parallel(&s, o, &g);
-    *out = g;
+    if (g) g->owned = trained; /* it shares the trained graph's data: freed with it */
+    *gp = g ? g : trained;
     return st;
 }
