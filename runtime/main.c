@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #define GUARD_BYTES 4096
-#define CANARY 0xCBCBCBCBCBCBCBCBull
+#define CANARY_BYTE 0xCB
 
 static const char *usage_infer =
     "usage: %s [--input NAME=FILE.npy]... [--seed S] [--dump-outputs DIR] [--report FILE.json]\n"
@@ -178,11 +178,14 @@ static int load_weights(run *r) {
                   (long long)p->weights_bytes, (unsigned long long)p->weights_layout);
         goto done;
     }
-    if (fseek(f, (long)at, SEEK_SET) != 0 || fread(c->arena, 1, (size_t)bytes, f) != bytes) {
+    uint64_t got = 0;
+    if (fseek(f, (long)at, SEEK_SET) != 0) {
         ckrt_fail(c, rc, "'%s' is truncated", path);
         goto done;
     }
-    if (ckrt_checksum(c->arena, (size_t)bytes) != sum) {
+    if ((rc = ckrt_arena_load(c, 0, f, path, (int64_t)bytes, &got)) != CKRT_OK) goto done;
+    rc = CKRT_ERR_DATA;
+    if (got != sum) {
         ckrt_fail(c, rc, "'%s' is corrupted: its checksum does not match its contents", path);
         goto done;
     }
@@ -213,14 +216,16 @@ static int save_weights(run *r) {
         return ckrt_fail(c, CKRT_ERR_IO, "cannot reread '%s'", src);
     }
     fclose(in);
-    uint64_t sum = ckrt_checksum(c->arena, (size_t)r->p->weights_bytes);
+    uint64_t sum = 0;
+    int rc = ckrt_arena_checksum(c, 0, r->p->weights_bytes, &sum);
     memcpy(table + 24, &sum, 8);
     snprintf(tmp, sizeof tmp, "%s.tmp", r->save_weights);
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(table, 1, (size_t)at, f) == at &&
-              fwrite(c->arena, 1, (size_t)r->p->weights_bytes, f) == (size_t)r->p->weights_bytes;
-    if (f) ok = (fclose(f) == 0) && ok;
+    FILE *f = rc ? NULL : fopen(tmp, "wb");
+    bool ok = f && fwrite(table, 1, (size_t)at, f) == at;
     free(table);
+    if (ok) ok = ckrt_arena_save(c, 0, f, tmp, r->p->weights_bytes) == CKRT_OK;
+    if (f) ok = (fclose(f) == 0) && ok;
+    if (rc) return rc;
     if (!ok || rename(tmp, r->save_weights) != 0) {
         remove(tmp);
         return ckrt_fail(c, CKRT_ERR_IO, "cannot write '%s': %s", r->save_weights, strerror(errno));
@@ -237,7 +242,13 @@ static int load_inputs(run *r) {
         const ckrt_io *io = &p->inputs[i];
         r->from_file[i] = r->input_file[i] != NULL;
         if (!r->input_file[i]) {
-            fill_input(io, c->arena + io->offset, ckrt_dp_seed(r->dp, r->seed), i);
+            int64_t bytes = numel(io->rank, io->dims) * (int64_t)ckrt_dtype_size(io->dtype);
+            void *buf = malloc((size_t)(bytes > 0 ? bytes : 1));
+            if (!buf) return ckrt_fail(c, CKRT_ERR_NOMEM, "input '%s': cannot allocate %lld bytes", io->name, (long long)bytes);
+            fill_input(io, buf, ckrt_dp_seed(r->dp, r->seed), i);
+            int rc = ckrt_arena_write(c, io->offset, buf, bytes);
+            free(buf);
+            if (rc) return rc;
             continue;
         }
         ckrt_array a;
@@ -260,7 +271,7 @@ static int load_inputs(run *r) {
             rc = ckrt_fail(c, CKRT_ERR_USAGE, "input '%s': '%s' has shape %s but the model takes %s", io->name,
                            r->input_file[i], got, want);
         else
-            memcpy(c->arena + io->offset, a.data, (size_t)numel(a.rank, a.dims) * ckrt_dtype_size(a.dtype));
+            rc = ckrt_arena_write(c, io->offset, a.data, numel(a.rank, a.dims) * (int64_t)ckrt_dtype_size(a.dtype));
         free(a.data);
         if (rc) return rc;
     }
@@ -273,6 +284,16 @@ static int ensure_dir(ckrt_ctx *c, const char *dir) {
     return CKRT_OK;
 }
 
+/* A tensor of the arena to an .npy file, through a host copy of its size. */
+static int write_arena_npy(ckrt_ctx *c, const char *path, ckrt_dtype dt, int rank, const int64_t *dims, int64_t offset) {
+    int64_t bytes = numel(rank, dims) * (int64_t)ckrt_dtype_size(dt);
+    void *buf;
+    CKRT_TRY(ckrt_arena_fetch(c, offset, bytes, &buf));
+    int rc = ckrt_npy_write(c, path, dt, rank, dims, buf);
+    ckrt_arena_release(c, buf, bytes);
+    return rc;
+}
+
 /* Parameters and buffers from the arena, or (grads) the trainable parameters' gradients from the
  * --dump-grads buffers. */
 static int write_npys(run *r, const char *dir, bool grads) {
@@ -283,7 +304,11 @@ static int write_npys(run *r, const char *dir, bool grads) {
         if (grads && s->grad_offset < 0) continue;
         char path[4200];
         snprintf(path, sizeof path, "%s/%s.npy", dir, s->file);
-        CKRT_TRY(ckrt_npy_write(&r->c, path, s->dtype, s->rank, s->dims, grads ? r->c.grad_dump[i] : r->c.arena + s->offset));
+        if (grads) {
+            CKRT_TRY(ckrt_npy_write(&r->c, path, s->dtype, s->rank, s->dims, r->c.grad_dump[i]));
+            continue;
+        }
+        CKRT_TRY(write_arena_npy(&r->c, path, s->dtype, s->rank, s->dims, s->offset));
     }
     return CKRT_OK;
 }
@@ -360,7 +385,8 @@ static void print_summary(const run *r) {
         if (ds.copy_bytes)
             printf("  %-20s %12.3f ms exposed of %.3f ms copying, %.2f GB/s\n", "offload copies", ds.copy_exposed_ms, ds.copy_ms,
                    ds.copy_ms > 0 ? (double)ds.copy_bytes / (ds.copy_ms * 1e6) : 0.0);
-        printf("  %-20s %12.3f ms (host mirror refreshes, all steps)\n", "mirror copies", ds.mirror_ms);
+        printf("  %-20s %12.3f ms (weights, inputs, losses, dumps), %lld bytes of pinned staging\n", "host transfers", ds.host_io_ms,
+               (long long)ds.host_staging_bytes);
         printf("  %-20s %12s\n", "kernels", ds.cache_hit ? "from the cache" : "compiled by NVRTC");
     }
     if (training(r) && r->steps > 0) printf("  %-20s %12.6f -> %.6f\n", "loss", r->losses[0], r->losses[r->steps - 1]);
@@ -389,12 +415,15 @@ static int write_report(run *r) {
     ckrt_device_stats ds;
     if (r->c.be->dev && ckrt_cuda_stats(&r->c, &ds) == CKRT_OK)
         fprintf(f, "  \"device\": {\"name\": \"%s\", \"used_bytes_context_included\": %lld, \"total_bytes\": %lld, "
-                   "\"copy_bytes\": %lld, \"copy_ms\": %.3f, \"copy_exposed_ms\": %.3f, \"mirror_ms\": %.3f, "
-                   "\"nvrtc_ms\": %.1f, \"kernel_cache_hit\": %s},\n",
+                   "\"copy_bytes\": %lld, \"copy_ms\": %.3f, \"copy_exposed_ms\": %.3f, \"host_io_ms\": %.3f, "
+                   "\"host_staging_bytes\": %lld, \"nvrtc_ms\": %.1f, \"kernel_cache_hit\": %s},\n",
                 ckrt_cuda_describe(), (long long)ds.mem_used_bytes, (long long)ds.mem_total_bytes, (long long)ds.copy_bytes,
-                ds.copy_ms, ds.copy_exposed_ms, ds.mirror_ms, ds.compile_ms, ds.cache_hit ? "true" : "false");
+                ds.copy_ms, ds.copy_exposed_ms, ds.host_io_ms, (long long)ds.host_staging_bytes, ds.compile_ms,
+                ds.cache_hit ? "true" : "false");
     fprintf(f, "  \"planned_peak_bytes\": %lld,\n  \"measured_peak_bytes\": %lld,\n", (long long)p->arena_bytes,
             (long long)r->measured);
+    /* the largest host copy of arena bytes held at once (dumps of outputs and parameters) */
+    fprintf(f, "  \"host_readback_peak_bytes\": %lld,\n", (long long)r->c.readback_peak);
     fprintf(f, "  \"planned_bytes\": {");
     for (int k = 0; k < CKRT_MEM_COUNT; k++) fprintf(f, "%s\"%s\": %lld", k ? ", " : "", cat[k], (long long)p->planned_bytes[k]);
     fprintf(f, "},\n  \"static_bytes\": %lld,\n  \"seed\": %llu,\n  \"steps\": %lld,\n", (long long)p->static_bytes,
@@ -546,12 +575,6 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Brings arena bytes the host is about to read up to date (a device backend's arena is a host
- * mirror, refreshed on demand; the CPU's is the arena itself). bytes < 0: all of it. */
-static int host_view(ckrt_ctx *c, int64_t offset, int64_t bytes) {
-    return c->be->to_host ? c->be->to_host(c, offset, bytes) : CKRT_OK;
-}
-
 /* Forward, the loss check, then the backward (with the early updates) of one step. */
 static int train_local(run *r, int64_t s) {
     ckrt_ctx *c = &r->c;
@@ -561,8 +584,7 @@ static int train_local(run *r, int64_t s) {
     CKRT_TRY(c->be->synchronize(c));
     c->node = NULL;
     float loss;
-    CKRT_TRY(host_view(c, p->loss_offset, (int64_t)sizeof loss));
-    memcpy(&loss, c->arena + p->loss_offset, sizeof loss);
+    CKRT_TRY(ckrt_arena_read(c, p->loss_offset, &loss, (int64_t)sizeof loss));
     r->losses[s] = loss;
     if (!isfinite(loss) && !r->allow_nonfinite) {
         /* rerun the forward (no parameter is updated before the backward) checking every output */
@@ -650,11 +672,12 @@ static int alloc_memory(run *r) {
                          bytes_str(b2, sizeof b2, r->mem_limit));
     if (c->be->arena_alloc(c, p->arena_bytes + GUARD_BYTES, &c->arena)) {
         /* a device backend says what its memory holds; the host's limits say nothing there */
-        if (c->be->to_host) snprintf(lim, sizeof lim, "%s", c->msg);
+        if (c->be->dev) snprintf(lim, sizeof lim, "%s", c->msg);
         else system_limit(lim, sizeof lim);
         return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate the arena in %s memory: the plan needs %s; %s", c->be->name, need, lim);
     }
     c->arena_bytes = p->arena_bytes;
+    c->guard_bytes = GUARD_BYTES;
     if (p->host_bytes > 0) {
         void *h = NULL;
         if (c->be->host_alloc(c, p->host_bytes, &h)) {
@@ -717,8 +740,8 @@ static int run_program(run *r, int argc, char **argv) {
     c->seed = r->seed; /* dropout: the same stream on every rank, each at its own counters (ck_k_dropout_block) */
     c->rng_rank = r->dp ? (uint64_t)ckrt_dp_rank(r->dp) : 0;
     if (!(rc = load_weights(r))) {
-        memset(c->arena + p->weights_bytes, 0, (size_t)(p->static_bytes - p->weights_bytes)); /* optimizer state */
-        rc = load_inputs(r);
+        rc = ckrt_arena_fill(c, p->weights_bytes, p->static_bytes - p->weights_bytes, 0); /* optimizer state */
+        if (!rc) rc = load_inputs(r);
     }
     if (r->dp) { /* every rank checked its weights and inputs: stop all if one failed; same weights everywhere */
         rc = ckrt_dp_agree(r->dp, c, rc);
@@ -726,9 +749,9 @@ static int run_program(run *r, int argc, char **argv) {
     }
     if (!rc) {
         fputs(r->device_line, stdout);
-        uint64_t *w = (uint64_t *)(c->arena + p->static_bytes);
-        int64_t nw = (p->arena_bytes + GUARD_BYTES - p->static_bytes) / 8;
-        for (int64_t i = 0; i < nw; i++) w[i] = CANARY;
+        /* the dynamic region and the guard zone, to a multiple of 8 bytes (static_bytes is aligned) */
+        int64_t paint_end = p->static_bytes + (p->arena_bytes + GUARD_BYTES - p->static_bytes) / 8 * 8;
+        rc = ckrt_arena_fill(c, p->static_bytes, paint_end - p->static_bytes, CANARY_BYTE);
         double t_start = now();
         for (int64_t s = 0; !rc && s < r->steps; s++) {
             double t0 = now();
@@ -740,20 +763,14 @@ static int run_program(run *r, int argc, char **argv) {
                 if (!rc) rc = c->be->synchronize(c);
             }
             r->step_seconds[s] = now() - t0;
-            if (s == 0) { /* the high-water mark of one whole step, measured before reuse hides it */
-                if (!rc) rc = host_view(c, 0, -1);
-                const unsigned char *gb = c->arena;
+            if (s == 0 && !rc) { /* the high-water mark of one whole step, measured before reuse hides it */
                 c->node = NULL;
-                for (int64_t b = p->arena_bytes; !rc && b < p->static_bytes + nw * 8; b++)
-                    if (gb[b] != 0xCB)
-                        rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "a kernel wrote past the planned arena (byte %lld of %lld)",
-                                       (long long)b, (long long)p->arena_bytes);
-                int64_t hw = nw;
-                while (hw > 0 && w[hw - 1] == CANARY) hw--;
-                int64_t top = hw * 8; /* then to the byte: the last word may be partly written */
-                const unsigned char *cb = (const unsigned char *)w;
-                while (top > (hw - 1) * 8 && top > 0 && cb[top - 1] == 0xCB) top--;
-                r->measured = p->static_bytes + top;
+                int64_t top = 0;
+                rc = ckrt_arena_top(c, p->static_bytes, paint_end, CANARY_BYTE, &top);
+                if (!rc && top > p->arena_bytes)
+                    rc = ckrt_fail(c, CKRT_ERR_INTERNAL, "a kernel wrote past the planned arena (byte %lld of %lld)",
+                                   (long long)(top - 1), (long long)p->arena_bytes);
+                r->measured = top;
             }
             if (!rc && training(r)) {
                 double el = now() - t_start;
@@ -766,7 +783,6 @@ static int run_program(run *r, int argc, char **argv) {
         }
         c->node = NULL;
         bool steps_ok = rc == CKRT_OK;
-        if (!rc) rc = host_view(c, 0, -1); /* outputs, parameters, weights */
         if (!ckrt_dp_writes(r->dp)) /* data parallel: rank 0 writes every file */
             r->dump_dir = r->params_dir = r->save_weights = r->report = r->timeline = r->grads_dir = NULL;
         if (!rc && r->dump_dir) rc = ensure_dir(c, r->dump_dir);
@@ -774,7 +790,7 @@ static int run_program(run *r, int argc, char **argv) {
             const ckrt_io *io = &p->outputs[i];
             char path[4200];
             snprintf(path, sizeof path, "%s/%s.npy", r->dump_dir, io->file);
-            rc = ckrt_npy_write(c, path, io->dtype, io->rank, io->dims, c->arena + io->offset);
+            rc = write_arena_npy(c, path, io->dtype, io->rank, io->dims, io->offset);
         }
         if (!rc && r->grads_dir) rc = write_npys(r, r->grads_dir, true);
         if (!rc && r->params_dir) rc = write_npys(r, r->params_dir, false);
