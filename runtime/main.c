@@ -591,6 +591,7 @@ static int train_local(run *r, int64_t s) {
         c->check_finite = 1;
         int rc = p->forward(c);
         c->check_finite = 0;
+        c->node = NULL; /* the message names the node itself */
         if (rc) {
             char msg[sizeof c->msg];
             snprintf(msg, sizeof msg, "%s", c->msg);
