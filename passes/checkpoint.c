@@ -10,7 +10,8 @@
  *   sqrt       about sqrt(n) segments of equal node counts, cut at cut points (Chen et al. 2016).
  *   nodes:RE   segment boundaries after the nodes whose names match RE.
  * A cut point is a node after which the only forward activation still needed later is its own
- * output: every path to the loss passes through it.
+ * output: every path to the loss passes through it. ck_checkpoint_candidates segments without
+ * rewriting: the budget search (search.c) weighs each segment's FLOPs against its bytes.
  *
  * Recompute: a segment's activations that the backward reads are not kept. Just before the
  * segment's first backward node, clones of the forward nodes producing them run again from the

@@ -32,7 +32,7 @@
 #include <string.h>
 
 typedef struct search {
-    const ck_graph *trained; /* never changed: every try starts from a clone of it */
+    const ck_graph *trained; /* every try starts from a clone of it, so it stays as it was */
     ck_check_fn check;
     ck_diag *notes;
 } search;
