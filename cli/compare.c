@@ -24,35 +24,34 @@
 
 typedef enum { T_NUM, T_STR, T_OBJ, T_NUMS } jtype; /* T_NUMS: an array of numbers */
 
-/* What the table and the picture read, and the type each must have where present. */
-static const struct { const char *label, *k1, *k2; jtype type; bool bytes, row; } fields[] = {
-    {"planned peak (bytes)", "planned_peak_bytes", NULL, T_NUM, true, true},
-    {"measured peak (bytes)", "measured_peak_bytes", NULL, T_NUM, true, true},
-    {"  params", "breakdown", "params", T_NUM, true, true},
-    {"  grads", "breakdown", "grads", T_NUM, true, true},
-    {"  optimizer state", "breakdown", "optimizer_state", T_NUM, true, true},
-    {"  saved activations", "breakdown", "saved_activations", T_NUM, true, true},
-    {"  transient", "breakdown", "transient", T_NUM, true, true},
-    {"  workspace", "breakdown", "workspace", T_NUM, true, true},
-    {"host offload pool", "host_offload_peak_bytes", NULL, T_NUM, true, true},
-    {"offloaded per step", "offload_bytes_per_step", NULL, T_NUM, true, true},
-    {"forward FLOPs", "forward_flops", NULL, T_NUM, false, true},
-    {"recompute FLOPs", "recompute_flops", NULL, T_NUM, false, true},
-    {"backward FLOPs", "backward_flops", NULL, T_NUM, false, true},
-    {"step time (ms, median)", "step_time_ms", NULL, T_NUM, false, true},
+/* The table's rows: numbers, ratios to the first report's. */
+static const struct { const char *label, *k1, *k2; bool bytes; } rows[] = {
+    {"planned peak (bytes)", "planned_peak_bytes", NULL, true},
+    {"measured peak (bytes)", "measured_peak_bytes", NULL, true},
+    {"  params", "breakdown", "params", true},
+    {"  grads", "breakdown", "grads", true},
+    {"  optimizer state", "breakdown", "optimizer_state", true},
+    {"  saved activations", "breakdown", "saved_activations", true},
+    {"  transient", "breakdown", "transient", true},
+    {"  workspace", "breakdown", "workspace", true},
+    {"host offload pool", "host_offload_peak_bytes", NULL, true},
+    {"offloaded per step", "offload_bytes_per_step", NULL, true},
+    {"forward FLOPs", "forward_flops", NULL, false},
+    {"recompute FLOPs", "recompute_flops", NULL, false},
+    {"backward FLOPs", "backward_flops", NULL, false},
+    {"step time (ms, median)", "step_time_ms", NULL, false},
     /* data-parallel reports (docs/data-parallel.md): shown when a report has them */
-    {"ranks (data parallel)", "data_parallel", "ranks", T_NUM, false, true},
-    {"comm staging (bytes)", "data_parallel_plan", "staging_bytes", T_NUM, true, true},
-    {"comm time (ms, median)", "data_parallel", "comm_time_ms", T_NUM, false, true},
-    /* read, not rows of their own */
-    {"policy", "policy", NULL, T_STR, false, false},
-    {"losses", "losses", NULL, T_NUMS, false, false},
-    {"timeline", "timeline", NULL, T_OBJ, false, false},
-    {"timeline bytes", "timeline", "bytes", T_NUMS, false, false},
-    {"timeline recompute steps", "timeline", "recompute_steps", T_NUMS, false, false},
-    {"timeline backward step", "timeline", "backward_step", T_NUM, false, false},
+    {"ranks (data parallel)", "data_parallel", "ranks", false},
+    {"comm staging (bytes)", "data_parallel_plan", "staging_bytes", true},
+    {"comm time (ms, median)", "data_parallel", "comm_time_ms", false},
 };
-#define N_FIELDS (sizeof fields / sizeof fields[0])
+#define N_ROWS (sizeof rows / sizeof rows[0])
+
+/* The other members read (the column names, the final loss, the picture) and their types. */
+static const struct { const char *k1, *k2; jtype type; } others[] = {
+    {"policy", NULL, T_STR}, {"losses", NULL, T_NUMS}, {"timeline", NULL, T_OBJ},
+    {"timeline", "bytes", T_NUMS}, {"timeline", "recompute_steps", T_NUMS}, {"timeline", "backward_step", T_NUM}};
+#define N_OTHERS (sizeof others / sizeof others[0])
 
 static const cJSON *member(const cJSON *o, const char *k1, const char *k2) {
     const cJSON *v = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, k1) : NULL;
@@ -110,6 +109,16 @@ static const char *type_name(jtype t) {
     return t == T_NUM ? "a number" : t == T_STR ? "a string" : t == T_OBJ ? "an object" : "an array of numbers";
 }
 
+/* Where root has k1 (.k2), it is of type t (and k1 an object); false with a message in err. */
+static bool member_ok(const cJSON *root, const char *k1, const char *k2, jtype t, const char *path, char *err, size_t errn) {
+    const cJSON *parent = member(root, k1, NULL), *v = member(root, k1, k2);
+    if (k2 && parent && !cJSON_IsObject(parent))
+        return snprintf(err, errn, "'%s': \"%s\" is not %s", path, k1, type_name(T_OBJ)), false;
+    if (v && !has_type(v, t))
+        return snprintf(err, errn, "'%s': \"%s%s%s\" is not %s", path, k1, k2 ? "." : "", k2 ? k2 : "", type_name(t)), false;
+    return true;
+}
+
 /* One report, checked; NULL with a message naming the file in err. */
 static cJSON *load(const char *path, char *err, size_t errn) {
     size_t n = 0;
@@ -134,14 +143,10 @@ static cJSON *load(const char *path, char *err, size_t errn) {
         snprintf(err, errn, "'%s': not a trainer report (no planned_peak_bytes)", path);
         return cJSON_Delete(root), NULL;
     }
-    for (size_t k = 0; k < N_FIELDS; k++) {
-        const cJSON *v = member(root, fields[k].k1, fields[k].k2), *parent = member(root, fields[k].k1, NULL);
-        bool bad_parent = fields[k].k2 && parent && !cJSON_IsObject(parent);
-        if (bad_parent || (v && !has_type(v, fields[k].type))) {
-            snprintf(err, errn, "'%s': \"%s%s%s\" is not %s", path, fields[k].k1, bad_parent || !fields[k].k2 ? "" : ".",
-                     bad_parent || !fields[k].k2 ? "" : fields[k].k2, type_name(bad_parent ? T_OBJ : fields[k].type));
-            return cJSON_Delete(root), NULL;
-        }
+    for (size_t k = 0; k < N_ROWS + N_OTHERS; k++) {
+        bool row = k < N_ROWS;
+        const char *k1 = row ? rows[k].k1 : others[k - N_ROWS].k1, *k2 = row ? rows[k].k2 : others[k - N_ROWS].k2;
+        if (!member_ok(root, k1, k2, row ? T_NUM : others[k - N_ROWS].type, path, err, errn)) return cJSON_Delete(root), NULL;
     }
     return root;
 }
@@ -194,14 +199,13 @@ static void print_table(int n, cJSON **r, char **paths) {
     printf("%-24s", "");
     for (int i = 0; i < n; i++) name_cell(policy_or(r[i], paths[i]));
     printf("\n");
-    for (size_t k = 0; k < N_FIELDS; k++) {
-        if (!fields[k].row) continue;
-        bool any = strcmp(fields[k].k1, "data_parallel") && strcmp(fields[k].k1, "data_parallel_plan");
-        for (int i = 0; i < n && !any; i++) any = !isnan(num(r[i], fields[k].k1, fields[k].k2));
+    for (size_t k = 0; k < N_ROWS; k++) {
+        bool any = strcmp(rows[k].k1, "data_parallel") && strcmp(rows[k].k1, "data_parallel_plan");
+        for (int i = 0; i < n && !any; i++) any = !isnan(num(r[i], rows[k].k1, rows[k].k2));
         if (!any) continue;
-        printf("%-24s", fields[k].label);
-        double base = num(r[0], fields[k].k1, fields[k].k2);
-        for (int i = 0; i < n; i++) cell(num(r[i], fields[k].k1, fields[k].k2), i ? base : NAN, fields[k].bytes);
+        printf("%-24s", rows[k].label);
+        double base = num(r[0], rows[k].k1, rows[k].k2);
+        for (int i = 0; i < n; i++) cell(num(r[i], rows[k].k1, rows[k].k2), i ? base : NAN, rows[k].bytes);
         printf("\n");
     }
     printf("%-24s", "final loss");

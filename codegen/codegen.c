@@ -154,6 +154,17 @@ static int64_t io_fill_hi(const ck_graph *g, const ck_value *v) {
     return hi == INT64_MAX ? 10 : hi;
 }
 
+/* The start of a ckrt_io / ckrt_state entry: `    {"name", "file", CKRT_F32, rank, {dims}` */
+static void emit_entry_head(FILE *f, const ck_value *v, const char *file) {
+    fprintf(f, "    {");
+    c_string(f, v->name);
+    fprintf(f, ", ");
+    c_string(f, file);
+    fprintf(f, ", %s, %d, {", ck_emit_dtype(v->dtype), v->rank);
+    for (int k = 0; k < v->rank; k++) fprintf(f, k ? ", %lld" : "%lld", (long long)v->dims[k]);
+    fprintf(f, "}");
+}
+
 static void emit_io_table(FILE *f, const ck_graph *g, const char *cname, int n, ck_value *const *vs) {
     fprintf(f, "static const ckrt_io %s[] = {\n", cname);
     for (int i = 0; i < n; i++) {
@@ -166,13 +177,8 @@ static void emit_io_table(FILE *f, const ck_graph *g, const char *cname, int n, 
             sanitize(vs[k]->name, other, sizeof other);
             if (strcmp(other, file) == 0) snprintf(file + strlen(file), sizeof file - strlen(file), "_%d", i);
         }
-        fprintf(f, "    {");
-        c_string(f, v->name);
-        fprintf(f, ", ");
-        c_string(f, file);
-        fprintf(f, ", %s, %d, {", ck_emit_dtype(v->dtype), v->rank);
-        for (int k = 0; k < v->rank; k++) fprintf(f, k ? ", %lld" : "%lld", (long long)v->dims[k]);
-        fprintf(f, "}, %lld, 0, %lld},\n", (long long)v->offset, (long long)(ck_dtype_is_int(v->dtype) ? io_fill_hi(g, v) : 0));
+        emit_entry_head(f, v, file);
+        fprintf(f, ", %lld, 0, %lld},\n", (long long)v->offset, (long long)(ck_dtype_is_int(v->dtype) ? io_fill_hi(g, v) : 0));
     }
     if (n == 0) fprintf(f, "    {0},\n");
     fprintf(f, "};\n\n");
@@ -370,13 +376,8 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
                 if (pass && v->role != CK_ROLE_BUFFER) continue;
                 char file[256];
                 sanitize(v->name, file, sizeof file);
-                fprintf(f, "    {");
-                c_string(f, v->name);
-                fprintf(f, ", ");
-                c_string(f, file);
-                fprintf(f, ", %s, %d, {", ck_emit_dtype(v->dtype), v->rank);
-                for (int k = 0; k < v->rank; k++) fprintf(f, k ? ", %lld" : "%lld", (long long)v->dims[k]);
-                fprintf(f, "}, %lld, %lld},\n", (long long)v->offset, (long long)(pass ? -1 : g->train_grads[i]->offset));
+                emit_entry_head(f, v, file);
+                fprintf(f, ", %lld, %lld},\n", (long long)v->offset, (long long)(pass ? -1 : g->train_grads[i]->offset));
                 n_state++;
             }
         if (!n_state) fprintf(f, "    {0},\n");
