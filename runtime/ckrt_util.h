@@ -26,9 +26,11 @@
 #define CKRT_WEIGHTS_VERSION 1
 #define CKRT_WEIGHTS_HEADER 56
 
-/* The checksum of weights.bin (and anything else that wants one): FNV-1a over 8-byte
- * little-endian-in-memory words, the tail's bytes one by one. Fast enough for weights, catches
- * corruption; not cryptographic. ckrt_checksum_more carries the state across the pieces of one
+/* The checksum of weights.bin (and anything else that wants one): FNV-1a's step (xor, then
+ * times the 64-bit FNV prime) over 8-byte words as they lie in memory, the tail's bytes one by
+ * one. Fast enough for weights, catches corruption; not cryptographic. CKRT_CHECKSUM_INIT is
+ * not FNV's offset basis (14695981039346656037) but that number with its last digit lost; it is
+ * kept because every weights.bin and layout hash written so far was computed from it. ckrt_checksum_more carries the state across the pieces of one
  * stream (start from CKRT_CHECKSUM_INIT): every piece but the last must be a multiple of 8 bytes
  * for the result to equal ckrt_checksum of the whole. */
 #define CKRT_CHECKSUM_INIT 1469598103934665603ull
@@ -40,7 +42,6 @@ uint64_t ckrt_checksum(const void *data, size_t n);
  * B (bytes), a binary unit KiB MiB GiB TiB (powers of 1024) or a decimal unit KB MB GB TB (powers
  * of 1000). The result is rounded down to whole bytes and must be at least 1 and below 9e18.
  * Returns false (and leaves *out alone) for anything else: no sign, space, exponent or hex. */
-#define CKRT_SIZE_UNITS "B, KiB, MiB, GiB, TiB, KB, MB, GB, TB"
 bool ckrt_parse_size(const char *s, int64_t *out);
 
 /* The number of elements of a shape: the product of dims[0..rank) (1 for rank 0). */
