@@ -38,10 +38,11 @@ uint64_t ckrt_checksum_more(uint64_t h, const void *data, size_t n);
 uint64_t ckrt_checksum(const void *data, size_t n);
 
 /* SIZE as ckptc's `budget:SIZE` / `--dp-bucket SIZE` and a trainer's `--mem-limit SIZE` read it:
- * a decimal number (digits, optionally a fraction: "1.5GiB") directly followed by nothing or
- * B (bytes), a binary unit KiB MiB GiB TiB (powers of 1024) or a decimal unit KB MB GB TB (powers
- * of 1000). The result is rounded down to whole bytes and must be at least 1 and below 9e18.
- * Returns false (and leaves *out alone) for anything else: no sign, space, exponent or hex. */
+ * a decimal number that starts with a digit ("512", "1.5", "1e9") directly followed by nothing
+ * or B (bytes), a binary unit KiB MiB GiB TiB (powers of 1024) or a decimal unit KB MB GB TB
+ * (powers of 1000). The result is rounded down to whole bytes and must be at least 1 and below
+ * 9e18. Returns false (and leaves *out alone) for anything else: a sign, space or dot first, hex,
+ * inf/nan, another unit or any other case of these. */
 bool ckrt_parse_size(const char *s, int64_t *out);
 
 /* The number of elements of a shape: the product of dims[0..rank) (1 for rank 0). */

@@ -26,13 +26,11 @@ bool ckrt_parse_size(const char *s, int64_t *out) {
     static const struct { const char *unit; double mult; } units[] = {
         {"", 1},          {"B", 1},          {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
         {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},        {"TB", 1e12}};
-    size_t digits = strspn(s, "0123456789."), dots = 0;
-    for (size_t i = 0; i < digits; i++) dots += s[i] == '.';
-    if (s[0] < '0' || s[0] > '9' || dots > 1) return false;
+    if (s[0] < '0' || s[0] > '9') return false; /* no space, sign or dot first */
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end != s + digits) return false;
+    if (errno || strspn(s, "0123456789.eE+-") < (size_t)(end - s)) return false; /* hex, inf, nan */
     for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
         if (!strcmp(end, units[k].unit)) {
             double b = v * units[k].mult;

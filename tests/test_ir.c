@@ -212,14 +212,14 @@ START_TEST(util_parse_size) {
         {"1", 1},           {"1000000", 1000000},       {"512B", 512},          {"1KiB", 1024},
         {"1.5KiB", 1536},   {"512MiB", 512ll << 20},     {"2GiB", 2ll << 30},    {"2TiB", 2ll << 40},
         {"1KB", 1000},      {"25MB", 25000000},          {"2GB", 2000000000},    {"3TB", 3000000000000ll},
-        {"0.5", 0},         {"1.9", 1}};
+        {"0.5", 0},         {"1.9", 1},                  {"1e6", 1000000},       {"2.5e-1KiB", 256}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         int64_t v = -1;
         bool good = ckrt_parse_size(ok[i].s, &v);
         ck_assert_msg(good == (ok[i].want > 0), "%s", ok[i].s); /* "0.5": under one byte */
         if (good) ck_assert_msg(v == ok[i].want, "%s: %lld", ok[i].s, (long long)v);
     }
-    static const char *bad[] = {"", "0", "-1", "+1", " 1", "1 ", "1e6", "0x10", "1.2.3", ".5GiB", "1kib", "1KIB",
+    static const char *bad[] = {"", "0", "-1", "+1", " 1", "1 ", "1e", "0x10", "1.2.3", ".5GiB", "1kib", "1KIB",
                                 "1Mib", "1 MiB", "1MiBx", "1PB", "inf", "nan", "9000000TB", "MiB"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int64_t v = 42;
