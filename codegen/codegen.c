@@ -458,7 +458,7 @@ typedef struct wstream {
 } wstream;
 
 static void ws_write(wstream *w, const void *p, size_t n) {
-    w->sum = ckrt_checksum_more(w->sum, p, n);
+    w->sum = ckrt_checksum_update(w->sum, p, n);
     if (w->ok && fwrite(p, 1, n, w->f) != n) w->ok = false;
 }
 

@@ -115,6 +115,9 @@ static const ck_wrapper wrappers[] = {
     {"cross_entropy_grad", "xent_grad", "float *dx, const float *dloss, const float *logits, const void *labels, int lab_i64, int64_t rows, int64_t classes",
      "int64_t l = lab_i64 ? ((const int64_t *)labels)[i] : ((const int32_t *)labels)[i];\n"
      "ck_k_xent_grad_row(i, dx, logits, l, classes, (float)((double)dloss[0] / (double)rows));"},
+    /* every program: ckrt_main's high-water mark, found on the device (ckrt_arena_top) */
+    {"main", "arena_top", "const uint8_t *x, int64_t bytes, int fill, unsigned long long *top",
+     "int64_t t = ck_k_top_chunk(i, x, bytes, (uint8_t)fill);\nif (t) atomicMax(top, (unsigned long long)t);"},
     /* data parallel: dp.c's reduction of the gradients (ckrt_grad_allreduce) on device memory */
     {"grad_allreduce", "rank_mean", "float *out, const float *recv, int64_t count, int ranks", "out[i] = ck_k_rank_mean(i, recv, count, ranks);"},
     {"grad_allreduce", "copy_f32", "float *y, const float *x", "y[i] = x[i];"},
@@ -149,8 +152,9 @@ static const ck_wrapper wrappers[] = {
 
 enum { N_WRAPPERS = (int)(sizeof wrappers / sizeof wrappers[0]) };
 
-/* Does the model's C call ckrt_ENTRY(c, ...)? */
+/* Does the model's C call ckrt_ENTRY(c, ...)? ("main": ckrt_main's own, in every program) */
 static bool calls(const char *model_c, const char *entry) {
+    if (strcmp(entry, "main") == 0) return true;
     char pat[64];
     snprintf(pat, sizeof pat, "ckrt_%s(c,", entry);
     return strstr(model_c, pat) != NULL;

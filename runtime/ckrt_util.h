@@ -30,11 +30,12 @@
  * times the 64-bit FNV prime) over 8-byte words as they lie in memory, the tail's bytes one by
  * one. Fast enough for weights, catches corruption; not cryptographic. CKRT_CHECKSUM_INIT is
  * not FNV's offset basis (14695981039346656037) but that number with its last digit lost; it is
- * kept because every weights.bin and layout hash written so far was computed from it. ckrt_checksum_more carries the state across the pieces of one
- * stream (start from CKRT_CHECKSUM_INIT): every piece but the last must be a multiple of 8 bytes
- * for the result to equal ckrt_checksum of the whole. */
+ * kept because every weights.bin and layout hash written so far was computed from it.
+ * ckrt_checksum_update carries the state across the pieces of one stream (start from
+ * CKRT_CHECKSUM_INIT): every piece but the last must be a multiple of 8 bytes for the result to
+ * equal ckrt_checksum of the whole. */
 #define CKRT_CHECKSUM_INIT 1469598103934665603ull
-uint64_t ckrt_checksum_more(uint64_t h, const void *data, size_t n);
+uint64_t ckrt_checksum_update(uint64_t h, const void *data, size_t n);
 uint64_t ckrt_checksum(const void *data, size_t n);
 
 /* SIZE as ckptc's `budget:SIZE` / `--dp-bucket SIZE` and a trainer's `--mem-limit SIZE` read it:

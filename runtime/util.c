@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t ckrt_checksum_more(uint64_t h, const void *data, size_t n) {
+uint64_t ckrt_checksum_update(uint64_t h, const void *data, size_t n) {
     const unsigned char *p = data;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -20,7 +20,7 @@ uint64_t ckrt_checksum_more(uint64_t h, const void *data, size_t n) {
     return h;
 }
 
-uint64_t ckrt_checksum(const void *data, size_t n) { return ckrt_checksum_more(CKRT_CHECKSUM_INIT, data, n); }
+uint64_t ckrt_checksum(const void *data, size_t n) { return ckrt_checksum_update(CKRT_CHECKSUM_INIT, data, n); }
 
 bool ckrt_parse_size(const char *s, int64_t *out) {
     static const struct { const char *unit; double mult; } units[] = {

@@ -236,9 +236,9 @@ START_TEST(util_checksum_streams) {
     ck_assert(whole != ckrt_checksum(buf, sizeof buf - 1));
     ck_assert(ckrt_checksum(NULL, 0) == CKRT_CHECKSUM_INIT);
     /* pieces of whole words, then the rest: the same as one call */
-    uint64_t h = ckrt_checksum_more(CKRT_CHECKSUM_INIT, buf, 16);
-    h = ckrt_checksum_more(h, buf + 16, 40);
-    ck_assert(ckrt_checksum_more(h, buf + 56, 21) == whole);
+    uint64_t h = ckrt_checksum_update(CKRT_CHECKSUM_INIT, buf, 16);
+    h = ckrt_checksum_update(h, buf + 16, 40);
+    ck_assert(ckrt_checksum_update(h, buf + 56, 21) == whole);
     /* one byte: (INIT ^ 'a') * the FNV prime, the value weights.bin files were written with */
     ck_assert(ckrt_checksum("a", 1) == 0x44bd8ad473cd9906ull);
 }
