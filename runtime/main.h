@@ -11,6 +11,7 @@
 
 #include "ckrt.h"
 #include "ckrt_dp.h"
+#include "ckrt_util.h"
 
 #include <stdbool.h>
 
@@ -48,8 +49,6 @@ int ckrt_run_write_arena_npy(ckrt_ctx *c, const char *path, ckrt_dtype dt, int r
 int ckrt_run_write_npys(run *r, const char *dir, bool grads);
 int ckrt_run_alloc_grad_dump(run *r);
 void ckrt_run_free_grad_dump(run *r);
-int64_t ckrt_run_numel(int rank, const int64_t *dims);
-void ckrt_run_shape_str(char *buf, size_t n, int rank, const int64_t *dims);
 
 /* main_report.c */
 void ckrt_run_print_summary(const run *r);

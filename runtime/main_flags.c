@@ -52,27 +52,6 @@ static int parse_u64(ckrt_ctx *c, const char *flag, const char *s, uint64_t *out
     return CKRT_OK;
 }
 
-/* SIZE as ckptc reads it: bytes, or a number with a binary (KiB, MiB, GiB, TiB) or decimal (KB,
- * MB, GB, TB) unit; B alone is bytes. */
-static int parse_size(ckrt_ctx *c, const char *flag, const char *s, int64_t *out) {
-    static const struct { const char *u; double m; } units[] = {
-        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-        {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!errno && end != s && v > 0 && s[0] >= '0' && s[0] <= '9')
-        for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
-            if (!strcmp(end, units[k].u)) {
-                double b = v * units[k].m;
-                if (b < 1 || b >= 9e18) break;
-                *out = (int64_t)b;
-                return CKRT_OK;
-            }
-    return ckrt_fail(c, CKRT_ERR_USAGE, "%s '%s': expected a size such as 512MiB, 2GB or 1000000 (units B, KiB, MiB, GiB, KB, MB, GB)",
-                     flag, s);
-}
-
 int ckrt_run_parse_args(run *r, int argc, char **argv) {
     static const struct option opts[] = {
         {"input", required_argument, 0, 'i'},  {"seed", required_argument, 0, 's'},        {"dump-outputs", required_argument, 0, 'o'},
@@ -124,7 +103,11 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         case 'W': r->save_weights = optarg; break;
         case 'A': r->allow_nonfinite = 1; break;
         case 'T': r->timeline = optarg; break;
-        case 'M': CKRT_TRY(parse_size(c, "--mem-limit", optarg, &r->mem_limit)); break;
+        case 'M':
+            if (!ckrt_parse_size(optarg, &r->mem_limit))
+                return ckrt_fail(c, CKRT_ERR_USAGE, "--mem-limit '%s': expected a size such as 512MiB, 2GB or 1000000 (units B, KiB, "
+                                 "MiB, GiB, TiB, KB, MB, GB, TB)", optarg);
+            break;
         case 'D':
             if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
                 return ckrt_fail(c, CKRT_ERR_USAGE, "--device '%s': expected cpu or cuda", optarg);
