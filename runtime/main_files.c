@@ -156,6 +156,12 @@ int ckrt_run_load_inputs(run *r) {
     for (int i = 0; i < p->n_inputs; i++) {
         const ckrt_io *io = &p->inputs[i];
         r->from_file[i] = r->input_file[i] != NULL;
+        bool data = false;
+        for (int k = 0; k < r->n_data; k++) data |= r->data[k].input == i;
+        if (data) {
+            r->from_file[i] = 2; /* written before each step (main_data.c) */
+            continue;
+        }
         if (!r->input_file[i]) {
             int64_t bytes = ckrt_numel(io->rank, io->dims) * (int64_t)ckrt_dtype_size(io->dtype);
             void *buf = malloc((size_t)(bytes > 0 ? bytes : 1));

@@ -115,6 +115,16 @@ int ckrt_run_write_report(run *r) {
     fprintf(f, "  \"step_seconds\": [");
     for (int64_t i = 0; i < r->steps; i++) fprintf(f, "%s%.6f", i ? ", " : "", r->step_seconds[i]);
     fprintf(f, "],\n");
+    if (r->n_data) {
+        fprintf(f, "  \"data\": {\"samples\": %lld, \"batch\": %lld, \"batches_per_epoch\": %lld, \"epochs\": %lld, "
+                   "\"shuffle\": %s, \"files\": {", (long long)r->n_samples, (long long)r->batch, (long long)r->batches_per_epoch,
+                (long long)(r->steps + r->batches_per_epoch - 1) / r->batches_per_epoch, r->shuffle ? "true" : "false");
+        for (int k = 0; k < r->n_data; k++) {
+            ckrt_json_key(f, k ? ", " : "", r->p->inputs[r->data[k].input].name);
+            ckrt_json_str(f, r->data[k].path);
+        }
+        fprintf(f, "}},\n");
+    }
     if (training(r)) {
         fprintf(f, "  \"losses\": [");
         for (int64_t i = 0; i < r->steps; i++) fprintf(f, "%s%.9g", i ? ", " : "", r->losses[i]);
@@ -123,7 +133,7 @@ int ckrt_run_write_report(run *r) {
     fprintf(f, "  \"inputs\": {");
     for (int i = 0; i < p->n_inputs; i++) {
         ckrt_json_key(f, i ? ", " : "", p->inputs[i].name);
-        fprintf(f, "\"%s\"", r->from_file[i] ? "file" : "random");
+        fprintf(f, "\"%s\"", r->from_file[i] == 2 ? "data" : r->from_file[i] ? "file" : "random");
     }
     fprintf(f, "},\n  \"outputs\": {");
     for (int i = 0; i < p->n_outputs; i++) {
