@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "compare.h"
 #include "ck_frontend.h"
+#include "ckrt_util.h"
 
 #include <sys/stat.h>
 
@@ -136,26 +137,6 @@ bool parse_dim(const char *arg, ck_dim_binding *b) {
 
 /* ---------------------------------------------------------------- commands */
 
-/* "512MiB", "2GiB", "1.5GB", "1000000" (bytes): binary (KiB, MiB, GiB) and decimal (KB, MB, GB)
- * units, B optional. */
-static bool parse_size(const char *s, int64_t *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v > 0)) return false;
-    static const struct { const char *u; double m; } units[] = {{"", 1},       {"B", 1},          {"KiB", 1024.0},
-                                                                 {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"KB", 1e3},
-                                                                 {"MB", 1e6},  {"GB", 1e9},       {"TiB", 1099511627776.0}};
-    for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
-        if (!strcmp(end, units[k].u)) {
-            double b = v * units[k].m;
-            if (b >= 9e18) return false;
-            *out = (int64_t)b;
-            return *out > 0;
-        }
-    return false;
-}
-
 static bool parse_double(const char *s, double lo, double *out) {
     char *end;
     errno = 0;
@@ -219,7 +200,7 @@ static int set_checkpoint(ck_options *o, const char *arg) {
         if (end == arg + 6 || *end || k < 1 || k > 1000000) return user_error("--checkpoint '%s': every:K needs K >= 1", arg);
         o->checkpoint = CK_CKPT_EVERY, o->checkpoint_k = (int)k;
     } else if (!strncmp(arg, "budget:", 7)) {
-        if (!parse_size(arg + 7, &o->budget)) return user_error("--checkpoint '%s': budget:SIZE needs a size such as 512MiB, 2GiB or 1000000", arg);
+        if (!ckrt_parse_size(arg + 7, &o->budget)) return user_error("--checkpoint '%s': budget:SIZE needs a size such as 512MiB, 2GiB or 1000000", arg);
         o->checkpoint = CK_CKPT_BUDGET;
     } else if (!strncmp(arg, "nodes:", 6) && arg[6]) {
         o->checkpoint = CK_CKPT_NODES, o->checkpoint_regex = arg + 6;
@@ -292,7 +273,7 @@ static int set_flag(compile_flags *f, int c, const char *flag, const char *arg) 
     case O_DP: o->data_parallel = true; break;
     case O_UPDATE_AT_END: o->update_at_end = true; break;
     case O_DP_BUCKET:
-        if (!parse_size(arg, &o->dp_bucket_bytes) || o->dp_bucket_bytes < 1024 || o->dp_bucket_bytes > (1ll << 30))
+        if (!ckrt_parse_size(arg, &o->dp_bucket_bytes) || o->dp_bucket_bytes < 1024 || o->dp_bucket_bytes > (1ll << 30))
             return user_error("--dp-bucket '%s': expected a size from 1KiB to 1GiB, e.g. 25MiB", arg);
         break;
     case 'h': fputs(usage_compile, stdout); return 0;

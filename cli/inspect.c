@@ -3,31 +3,16 @@
  * output shapes, as text or as one JSON document (--json).
  */
 #include "cli.h"
+#include "ckrt_util.h"
 
 #include <getopt.h>
 #include <string.h>
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
-static void json_shape(FILE *f, const ck_value *v) {
-    fputc('[', f);
-    for (int i = 0; i < v->rank; i++) fprintf(f, i ? ",%lld" : "%lld", (long long)v->dims[i]);
-    fputc(']', f);
-}
-
 static void json_value(FILE *f, const ck_value *v) {
     fprintf(f, "{\"name\":");
-    json_str(f, v->name);
+    ckrt_json_str(f, v->name);
     fprintf(f, ",\"dtype\":\"%s\",\"shape\":", ck_dtype_name(v->dtype));
-    json_shape(f, v);
+    ckrt_json_i64s(f, v->rank, v->dims, ",");
     fprintf(f, "}");
 }
 
@@ -52,11 +37,11 @@ static void print_json(FILE *f, const ck_graph *g, const char *path) {
     stats s;
     gather_stats(g, &s);
     fprintf(f, "{\n  \"model\": ");
-    json_str(f, path);
+    ckrt_json_str(f, path);
     fprintf(f, ",\n  \"producer\": ");
-    json_str(f, g->producer_name);
+    ckrt_json_str(f, g->producer_name);
     fprintf(f, ",\n  \"producer_version\": ");
-    json_str(f, g->producer_version);
+    ckrt_json_str(f, g->producer_version);
     fprintf(f, ",\n  \"ir_version\": %lld,\n  \"opset\": %lld,\n", (long long)g->ir_version, (long long)g->opset);
     fprintf(f, "  \"onnx_nodes\": %d,\n  \"nodes_after_folding\": %d,\n", g->onnx_nodes, g->n_nodes);
     fprintf(f, "  \"inputs\": [");
@@ -85,11 +70,11 @@ static void print_json(FILE *f, const ck_graph *g, const char *path) {
     for (int i = 0; i < g->n_nodes; i++) {
         const ck_node *n = g->nodes[i];
         fprintf(f, "    {\"name\": ");
-        json_str(f, n->name);
+        ckrt_json_str(f, n->name);
         fprintf(f, ", \"op\": \"%s\", \"inputs\": [", ck_ops[n->op].onnx_name);
         for (int k = 0; k < n->n_in; k++) {
             fprintf(f, k ? ", " : "");
-            if (n->in[k]) json_str(f, n->in[k]->name);
+            if (n->in[k]) ckrt_json_str(f, n->in[k]->name);
             else fprintf(f, "null");
         }
         fprintf(f, "], \"outputs\": [");

@@ -13,12 +13,6 @@
 
 static const ck_dtype f32_only[] = {CK_F32, CK_UNDEF};
 
-static int64_t prod(const int64_t *d, int from, int to) {
-    int64_t p = 1;
-    for (int i = from; i < to; i++) p *= d[i];
-    return p;
-}
-
 /* An axis attribute normalized into [0, rank); false when out of range. */
 static bool get_axis(const ck_node *n, int64_t dflt, int rank, int64_t *axis) {
     int64_t a = ck_attr_int(n, "axis", dflt);
@@ -73,8 +67,8 @@ ck_status ck_emit_softmax(ck_emit *e, const ck_node *n) {
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
-    ck_emit_printf(e, ", %lld, %lld, %lld));\n", (long long)prod(x->dims, 0, (int)axis), (long long)x->dims[axis],
-                   (long long)prod(x->dims, (int)axis + 1, x->rank));
+    ck_emit_printf(e, ", %lld, %lld, %lld));\n", (long long)ck_emit_prod(x->dims, 0, (int)axis), (long long)x->dims[axis],
+                   (long long)ck_emit_prod(x->dims, (int)axis + 1, x->rank));
     return CK_OK;
 }
 
@@ -91,7 +85,7 @@ ck_status ck_emit_layer_norm(ck_emit *e, const ck_node *n) {
     if (stash != 1)
         return ck_emit_unsupported(e, n, "stash_type %lld is not supported (ckptc computes in double and stashes "
                                    "float32: stash_type 1)", (long long)stash);
-    int64_t rows = prod(x->dims, 0, (int)axis), cols = prod(x->dims, (int)axis, x->rank);
+    int64_t rows = ck_emit_prod(x->dims, 0, (int)axis), cols = ck_emit_prod(x->dims, (int)axis, x->rank);
     static const char *what[] = {"", "Scale", "B"};
     for (int i = 1; i < 3; i++)
         if (has(n, i, false) && ck_value_numel(n->in[i]) != cols)
@@ -126,7 +120,7 @@ ck_status ck_emit_batch_norm(ck_emit *e, const ck_node *n) {
     int training = ck_attr_int(n, "training_mode", 0) != 0;
     if (!training && (has(n, 1, true) || has(n, 2, true)))
         return ck_emit_unsupported(e, n, "running_mean/running_var outputs require training_mode=1");
-    int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims, 2, x->rank);
+    int64_t N = x->dims[0], C = x->dims[1], S = ck_emit_prod(x->dims, 2, x->rank);
     /* outputs 1, 2: the updated running statistics. In a training program whose running stats are
      * the model's state (BUFFER values), the update goes straight into them, in place (the kernel
      * reads a channel's old value before writing it), so the next step and --dump-params see it;
@@ -234,7 +228,7 @@ ck_status ck_emit_reduce(ck_emit *e, const ck_node *n) {
     int64_t kd[CK_MAX_RANK], ks[CK_MAX_RANK], rd[CK_MAX_RANK], rs[CK_MAX_RANK];
     int nk = 0, nr = 0;
     for (int i = 0; i < x->rank; i++) {
-        int64_t stride = prod(x->dims, i + 1, x->rank);
+        int64_t stride = ck_emit_prod(x->dims, i + 1, x->rank);
         if (red[i]) rd[nr] = x->dims[i], rs[nr++] = stride;
         else kd[nk] = x->dims[i], ks[nk++] = stride;
     }
@@ -265,6 +259,6 @@ ck_status ck_emit_global_pool(ck_emit *e, const ck_node *n) {
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
-    ck_emit_printf(e, ", %lld, %lld));\n", (long long)(x->dims[0] * x->dims[1]), (long long)prod(x->dims, 2, x->rank));
+    ck_emit_printf(e, ", %lld, %lld));\n", (long long)(x->dims[0] * x->dims[1]), (long long)ck_emit_prod(x->dims, 2, x->rank));
     return CK_OK;
 }

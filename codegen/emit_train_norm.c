@@ -11,12 +11,6 @@
 
 static const ck_dtype f32_only[] = {CK_F32, CK_UNDEF};
 
-static int64_t prod(const int64_t *d, int from, int to) {
-    int64_t p = 1;
-    for (int i = from; i < to; i++) p *= d[i];
-    return p;
-}
-
 static ck_status want_f32(ck_emit *e, const ck_node *n) {
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] && ck_emit_want_dtype(e, n, n->in[i], "input", f32_only)) return CK_ERR_UNSUPPORTED;
@@ -58,7 +52,7 @@ ck_status ck_emit_layer_norm_grad(ck_emit *e, const ck_node *n) {
                                    (long long)ck_attr_int(n, "stash_type", 1));
     for (int k = 1; k < n->n_out; k++)
         if (n->out[k] && ck_emit_want_dtype(e, n, n->out[k], "output", f32_only)) return CK_ERR_UNSUPPORTED;
-    int64_t rows = prod(x->dims, 0, (int)axis), cols = prod(x->dims, (int)axis, x->rank);
+    int64_t rows = ck_emit_prod(x->dims, 0, (int)axis), cols = ck_emit_prod(x->dims, (int)axis, x->rank);
     if (ck_value_numel(n->in[0]) != rows * cols) return ck_emit_unsupported(e, n, "gradient and input differ in size");
     if (want_numel(e, n, 2, 3, cols, "the normalized shape") || want_numel(e, n, 3, 5, rows, "one statistic per row"))
         return CK_ERR_UNSUPPORTED;
@@ -74,7 +68,7 @@ static bool nchw(ck_emit *e, const ck_node *n, const ck_value *x, int64_t *N, in
         ck_emit_unsupported(e, n, "input '%s' must have rank >= 2 (N,C,...)", x->name);
         return false;
     }
-    *N = x->dims[0], *C = x->dims[1], *S = prod(x->dims, 2, x->rank);
+    *N = x->dims[0], *C = x->dims[1], *S = ck_emit_prod(x->dims, 2, x->rank);
     return true;
 }
 
