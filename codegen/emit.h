@@ -48,4 +48,14 @@ ck_status ck_codegen_kernels_cu(FILE *f, const char *program, const char *model_
 #include "ops.def"
 #undef CK_OP
 
+/* The runtime's code for a unary IR op (a row of CKRT_UNARY_OPS in runtime/ckrt_kernels_ops.h):
+ * the enum name the generated C spells and the defaults of the alpha and beta attributes. The
+ * row is chosen by op and, for Gelu, node n's approximate attribute; NULL: no row (Not, Clip). */
+typedef struct ck_unary_code {
+    ck_op op;
+    const char *name;
+    float alpha, beta;
+} ck_unary_code;
+const ck_unary_code *ck_emit_unary_code(const ck_node *n, ck_op op);
+
 #endif

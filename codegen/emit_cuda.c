@@ -35,14 +35,14 @@ static const ck_wrapper wrappers[] = {
     /* elementwise */
     {"binary", "binary_f32", "int op, void *y, const float *a, const float *b, int rank, ck_dims dims, ck_dims sa, ck_dims sb",
      "float x = a[ck_k_offset(i, rank, dims.v, sa.v)], z = b[ck_k_offset(i, rank, dims.v, sb.v)];\n"
-     "if (op >= 5) ((uint8_t *)y)[i] = ck_k_compare(op, x, z); else ((float *)y)[i] = ck_k_binary_f32(op, x, z);"},
+     "if (op >= CKRT_EQUAL) ((uint8_t *)y)[i] = ck_k_compare(op, x, z); else ((float *)y)[i] = ck_k_binary_f32(op, x, z);"},
     {"binary", "binary_f64", "int op, void *y, const double *a, const double *b, int rank, ck_dims dims, ck_dims sa, ck_dims sb",
      "double x = a[ck_k_offset(i, rank, dims.v, sa.v)], z = b[ck_k_offset(i, rank, dims.v, sb.v)];\n"
-     "if (op >= 5) ((uint8_t *)y)[i] = ck_k_compare(op, x, z); else ((double *)y)[i] = ck_k_binary_f64(op, x, z);"},
+     "if (op >= CKRT_EQUAL) ((uint8_t *)y)[i] = ck_k_compare(op, x, z); else ((double *)y)[i] = ck_k_binary_f64(op, x, z);"},
     {"binary", "binary_int", "int op, int dt, void *y, const void *a, const void *b, int rank, ck_dims dims, ck_dims sa, ck_dims sb",
      "int64_t x = ck_k_load_int(dt, a, ck_k_offset(i, rank, dims.v, sa.v)), z = ck_k_load_int(dt, b, ck_k_offset(i, rank, dims.v, sb.v));\n"
-     "if (op >= 5) ((uint8_t *)y)[i] = ck_k_compare_i64(op, x, z); else ck_k_store_int(dt, y, i, ck_k_binary_i64(op, x, z));"},
-    {"unary", "unary_f32", "int op, float *y, const float *x, float alpha", "y[i] = ck_k_unary_f32(op, x[i], alpha);"},
+     "if (op >= CKRT_EQUAL) ((uint8_t *)y)[i] = ck_k_compare_i64(op, x, z); else ck_k_store_int(dt, y, i, ck_k_binary_i64(op, x, z));"},
+    {"unary", "unary_f32", "int op, float *y, const float *x, float alpha, float beta", "y[i] = ck_k_unary_f32(op, x[i], alpha, beta);"},
     {"unary", "unary_int", "int op, int dt, void *y, const void *x",
      "ck_k_store_int(dt, y, i, ck_k_unary_i64(op, ck_k_load_int(dt, x, i)));"},
     {"unary", "not", "uint8_t *y, const uint8_t *x", "y[i] = !x[i];"},
@@ -118,8 +118,8 @@ static const ck_wrapper wrappers[] = {
     /* data parallel: dp.c's reduction of the gradients (ckrt_grad_allreduce) on device memory */
     {"grad_allreduce", "rank_mean", "float *out, const float *recv, int64_t count, int ranks", "out[i] = ck_k_rank_mean(i, recv, count, ranks);"},
     {"grad_allreduce", "copy_f32", "float *y, const float *x", "y[i] = x[i];"},
-    {"unary_grad", "unary_grad", "int op, float *dx, const float *dy, const float *x, float alpha, float lo, float hi",
-     "dx[i] = ck_k_unary_grad(op, dy[i], x[i], alpha, lo, hi);"},
+    {"unary_grad", "unary_grad", "int op, float *dx, const float *dy, const float *x, float alpha, float beta, float lo, float hi",
+     "dx[i] = ck_k_unary_grad(op, dy[i], x[i], alpha, beta, lo, hi);"},
     {"softmax_grad", "softmax_grad", "int log_sm, float *dx, const float *dy, const float *y, int64_t len, int64_t inner",
      "ck_k_softmax_grad_line(i, log_sm, dx, dy, y, len, inner);"},
     {"layer_norm_grad", "layer_norm_grad_row", "float *dx, const float *dy, const float *x, const float *scale, const float *mean, const float *inv_std, int64_t cols",

@@ -42,30 +42,18 @@ ck_status ck_emit_cross_entropy_grad(ck_emit *e, const ck_node *n) {
 
 ck_status ck_emit_unary_grad(ck_emit *e, const ck_node *n) {
     if (want_f32(e, n, 2)) return CK_ERR_UNSUPPORTED;
-    int code;
-    switch ((ck_op)ck_attr_int(n, "op", -1)) {
-    case CK_OP_SQRT: code = 0; break;
-    case CK_OP_RECIPROCAL: code = 1; break;
-    case CK_OP_NEG: code = 2; break;
-    case CK_OP_EXP: code = 3; break;
-    case CK_OP_LOG: code = 4; break;
-    case CK_OP_ABS: code = 5; break;
-    case CK_OP_TANH: code = 6; break;
-    case CK_OP_SIGMOID: code = 7; break;
-    case CK_OP_RELU: code = 8; break;
-    case CK_OP_LEAKY_RELU: code = 9; break;
-    case CK_OP_ERF: code = 10; break;
-    case CK_OP_GELU: code = ck_attr_int(n, "tanh", 0) ? 12 : 11; break;
-    case CK_OP_CLIP: code = 100; break;
-    default: return ck_emit_unsupported(e, n, "no derivative kernel for this op");
-    }
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_unary_grad(c, %d", code);
+    /* the forward's code and attributes (autodiff copied them onto the UnaryGrad node) */
+    ck_op fwd = (ck_op)ck_attr_int(n, "op", -1);
+    const ck_unary_code *u = ck_emit_unary_code(n, fwd);
+    if (!u && fwd != CK_OP_CLIP) return ck_emit_unsupported(e, n, "no derivative kernel for this op");
+    float alpha = u ? ck_attr_float(n, "alpha", u->alpha) : 0, beta = u ? ck_attr_float(n, "beta", u->beta) : 0;
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_unary_grad(c, %s", u ? u->name : "CKRT_CLIP_GRAD");
     args(e, 3, (const ck_value *[]){n->out[0], n->in[0], n->in[1]}, (const bool[]){false, true, true});
     /* an absent bound is infinite; C has no literal for that, and +-FLT_MAX acts the same here */
     float lo = ck_attr_float(n, "lo", 0.0f), hi = ck_attr_float(n, "hi", 0.0f);
     lo = lo < -FLT_MAX ? -FLT_MAX : lo;
     hi = hi > FLT_MAX ? FLT_MAX : hi;
-    ck_emit_printf(e, ", %lld, %a, %a, %a));\n", (long long)ck_value_numel(n->out[0]), (double)ck_attr_float(n, "alpha", 0.0f),
+    ck_emit_printf(e, ", %lld, %a, %a, %a, %a));\n", (long long)ck_value_numel(n->out[0]), (double)alpha, (double)beta,
                    (double)lo, (double)hi);
     return CK_OK;
 }

@@ -76,11 +76,11 @@ static int cu_binary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *a,
     }
 }
 
-static int cu_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int64_t n, float alpha) {
+static int cu_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int64_t n, float alpha, float beta) {
     ckrt_dptr Y = P(y), X = P(x);
     int k = (int)dt;
     switch (dt) {
-    case CKRT_F32: return LAUNCH("unary_f32", n, &op, &Y, &X, &alpha);
+    case CKRT_F32: return LAUNCH("unary_f32", n, &op, &Y, &X, &alpha, &beta);
     case CKRT_I64: case CKRT_I32: return LAUNCH("unary_int", n, &op, &k, &Y, &X);
     case CKRT_BOOL:
         if (op == CKRT_NOT) return LAUNCH("not", n, &Y, &X);
@@ -433,10 +433,10 @@ static int cu_cross_entropy_grad(ckrt_ctx *c, float *dx, const float *dloss, con
     return LAUNCH("xent_grad", rows, &DX, &DL, &G, &Lb, &i64, &rows, &classes);
 }
 
-static int cu_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float *x, int64_t n, float alpha, float lo,
-                         float hi) {
+static int cu_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float *x, int64_t n, float alpha, float beta,
+                         float lo, float hi) {
     ckrt_dptr DX = P(dx), DY = P(dy), X = P(x);
-    return LAUNCH("unary_grad", n, &op, &DX, &DY, &X, &alpha, &lo, &hi);
+    return LAUNCH("unary_grad", n, &op, &DX, &DY, &X, &alpha, &beta, &lo, &hi);
 }
 
 static int cu_softmax_grad(ckrt_ctx *c, int log_sm, float *dx, const float *dy, const float *y, int64_t outer, int64_t len,
