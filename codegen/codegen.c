@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 
 static const ck_emit_fn emitters[CK_OP_COUNT] = {
-#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws) [CK_OP_##e] = ck_emit_##kernel,
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws, flops, fold, view, in_place) [CK_OP_##e] = ck_emit_##kernel,
 #include "ops.def"
 #undef CK_OP
 };

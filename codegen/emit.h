@@ -43,7 +43,7 @@ void ck_emit_printf(ck_emit *e, const char *fmt, ...) __attribute__((format(prin
  * the embedded kernel body headers. */
 ck_status ck_codegen_kernels_cu(FILE *f, const char *program, const char *model_c);
 
-#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws) \
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws, flops, fold, view, in_place) \
     ck_status ck_emit_##kernel(ck_emit *e, const ck_node *n);
 #include "ops.def"
 #undef CK_OP

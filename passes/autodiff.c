@@ -513,7 +513,7 @@ static ck_status ck_grad_cross_entropy(ck_ad *a, ck_node *n, ck_value **dy, ck_v
 }
 
 static const ck_grad_fn rules[CK_OP_COUNT] = {
-#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws) [CK_OP_##e] = grad,
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws, flops, fold, view, in_place) [CK_OP_##e] = grad,
 #include "ops.def"
 #undef CK_OP
 };
