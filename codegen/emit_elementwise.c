@@ -34,7 +34,8 @@ ck_status ck_emit_binary(ck_emit *e, const ck_node *n) {
     int64_t sa[CK_MAX_RANK], sb[CK_MAX_RANK];
     ck_emit_bcast_strides(n->in[0], y->rank, y->dims, sa);
     ck_emit_bcast_strides(n->in[1], y->rank, y->dims, sb);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_binary(c, %s, %s, ", op, ck_emit_dtype(n->in[0]->dtype));
+    ck_emit_call(e, "binary");
+    ck_emit_printf(e, ", %s, %s, ", op, ck_emit_dtype(n->in[0]->dtype));
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->in[0], true);
@@ -86,7 +87,8 @@ ck_status ck_emit_unary(ck_emit *e, const ck_node *n) {
     if (!u && n->op != CK_OP_NOT) return ck_emit_unsupported(e, n, "not a unary op");
     if (ck_emit_want_dtype(e, n, n->in[0], "input", !u ? boolean : runs_on_ints(u) ? num : f32)) return CK_ERR_UNSUPPORTED;
     float alpha = u ? ck_attr_float(n, "alpha", u->alpha) : 0, beta = u ? ck_attr_float(n, "beta", u->beta) : 0;
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_unary(c, %s, %s, ", u ? u->name : "CKRT_NOT", ck_emit_dtype(n->in[0]->dtype));
+    ck_emit_call(e, "unary");
+    ck_emit_printf(e, ", %s, %s, ", u ? u->name : "CKRT_NOT", ck_emit_dtype(n->in[0]->dtype));
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->in[0], true);
@@ -105,7 +107,8 @@ ck_status ck_emit_where(ck_emit *e, const ck_node *n) {
     ck_emit_bcast_strides(n->in[0], y->rank, y->dims, sc);
     ck_emit_bcast_strides(n->in[1], y->rank, y->dims, sa);
     ck_emit_bcast_strides(n->in[2], y->rank, y->dims, sb);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_where(c, %zu, ", esz);
+    ck_emit_call(e, "where");
+    ck_emit_printf(e, ", %zu, ", esz);
     ck_emit_ptr(e, y, false);
     for (int i = 0; i < 3; i++) {
         ck_emit_printf(e, ", ");
@@ -136,7 +139,8 @@ ck_status ck_emit_clip(ck_emit *e, const ck_node *n) {
         if (ck_value_numel(b) != 1)
             return ck_emit_unsupported(e, n, "%s '%s' must hold one element", what[i], b->name);
     }
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_clip(c, %s, ", ck_emit_dtype(x->dtype));
+    ck_emit_call(e, "clip");
+    ck_emit_printf(e, ", %s, ", ck_emit_dtype(x->dtype));
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
@@ -163,7 +167,8 @@ ck_status ck_emit_cast(ck_emit *e, const ck_node *n) {
         return ck_emit_unsupported(e, n, "cast from %s to %s is not supported (ckptc casts among float32, float64, "
                                    "int64, int32, int16, int8, uint8 and bool)", ck_dtype_name(x->dtype),
                                    ck_dtype_name(y->dtype));
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_cast(c, %s, %s, ", ck_emit_dtype(y->dtype), ck_emit_dtype(x->dtype));
+    ck_emit_call(e, "cast");
+    ck_emit_printf(e, ", %s, %s, ", ck_emit_dtype(y->dtype), ck_emit_dtype(x->dtype));
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);

@@ -69,7 +69,8 @@ ck_status ck_emit_softmax(ck_emit *e, const ck_node *n) {
     if (!get_axis(n, -1, x->rank, &axis))
         return ck_emit_unsupported(e, n, "axis %lld is out of range for rank %d", (long long)ck_attr_int(n, "axis", -1),
                                    x->rank);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_softmax(c, %d, ", n->op == CK_OP_LOG_SOFTMAX);
+    ck_emit_call(e, "softmax");
+    ck_emit_printf(e, ", %d, ", n->op == CK_OP_LOG_SOFTMAX);
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
@@ -100,7 +101,8 @@ ck_status ck_emit_layer_norm(ck_emit *e, const ck_node *n) {
                                        (long long)ck_value_numel(n->in[i]), (long long)cols, what[i]);
     for (int k = 1; k < 3; k++)
         if (has(n, k, true) && ck_emit_want_dtype(e, n, n->out[k], "output", f32_only)) return CK_ERR_UNSUPPORTED;
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_layer_norm(c, ");
+    ck_emit_call(e, "layer_norm");
+    ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ptr_or_null(e, has(n, 1, true) ? n->out[1] : NULL, false);
@@ -137,7 +139,8 @@ ck_status ck_emit_batch_norm(ck_emit *e, const ck_node *n) {
         const ck_value *b = n->in[k + 2];
         run[k] = state && b->role == CK_ROLE_BUFFER ? b : has(n, k, true) ? n->out[k] : NULL;
     }
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_batch_norm(c, ");
+    ck_emit_call(e, "batch_norm");
+    ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->out[0], false);
     for (int k = 1; k < 3; k++) {
         ck_emit_printf(e, ", ");
@@ -164,7 +167,8 @@ ck_status ck_emit_batch_norm(ck_emit *e, const ck_node *n) {
     for (int k = 1; k < 3; k++) {
         const ck_value *o = has(n, k, true) ? n->out[k] : NULL;
         if (!o || run[k] == o || o->offset == run[k]->offset || !is_read(e->g, o)) continue;
-        ck_emit_printf(e, "    CKRT_TRY(ckrt_strided_copy(c, 4, ");
+        ck_emit_call(e, "strided_copy");
+        ck_emit_printf(e, ", 4, ");
         ck_emit_ptr(e, o, false);
         ck_emit_printf(e, ", ");
         ck_emit_ptr(e, run[k], true);
@@ -186,7 +190,8 @@ ck_status ck_emit_dropout(ck_emit *e, const ck_node *n) {
     if (has(n, 1, false) && n->in[1]->dtype != CK_F32 && n->in[1]->dtype != CK_F64)
         return ck_emit_unsupported(e, n, "ratio '%s' has dtype %s; expected a float", n->in[1]->name, ck_dtype_name(n->in[1]->dtype));
     if (!(ratio >= 0.0 && ratio < 1.0)) return ck_emit_unsupported(e, n, "ratio %g is not in [0, 1)", ratio);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_dropout(c, ");
+    ck_emit_call(e, "dropout");
+    ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ptr_or_null(e, has(n, 1, true) ? n->out[1] : NULL, false);
@@ -238,7 +243,8 @@ ck_status ck_emit_reduce(ck_emit *e, const ck_node *n) {
         if (red[i]) rd[nr] = x->dims[i], rs[nr++] = stride;
         else kd[nk] = x->dims[i], ks[nk++] = stride;
     }
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_reduce(c, %s, %s, ", mean ? "CKRT_REDUCE_MEAN" : "CKRT_REDUCE_SUM",
+    ck_emit_call(e, "reduce");
+    ck_emit_printf(e, ", %s, %s, ", mean ? "CKRT_REDUCE_MEAN" : "CKRT_REDUCE_SUM",
                    ck_emit_dtype(x->dtype));
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
@@ -261,7 +267,8 @@ ck_status ck_emit_global_pool(ck_emit *e, const ck_node *n) {
     const ck_value *x = n->in[0];
     if (ck_emit_want_dtype(e, n, x, "input", f32_only)) return CK_ERR_UNSUPPORTED;
     if (x->rank < 3) return ck_emit_unsupported(e, n, "input '%s' must have rank >= 3 (N,C,spatial...)", x->name);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_global_avg_pool(c, ");
+    ck_emit_call(e, "global_avg_pool");
+    ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);

@@ -62,7 +62,7 @@ ck_status ck_emit_layer_norm_grad(ck_emit *e, const ck_node *n) {
     if (ck_value_numel(n->in[0]) != rows * cols) return ck_emit_unsupported(e, n, "gradient and input differ in size");
     if (want_numel(e, n, 2, 3, cols, "the normalized shape") || want_numel(e, n, 3, 5, rows, "one statistic per row"))
         return CK_ERR_UNSUPPORTED;
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_layer_norm_grad(c");
+    ck_emit_call(e, "layer_norm_grad");
     outs_ins(e, n, 3, 5);
     ck_emit_printf(e, ", %lld, %lld));\n", (long long)rows, (long long)cols);
     return CK_OK;
@@ -87,7 +87,7 @@ ck_status ck_emit_batch_norm_grad(ck_emit *e, const ck_node *n) {
     if (want_numel(e, n, 2, 5, C, "one per channel")) return CK_ERR_UNSUPPORTED;
     for (int k = 1; k < n->n_out; k++)
         if (n->out[k] && ck_emit_want_dtype(e, n, n->out[k], "output", f32_only)) return CK_ERR_UNSUPPORTED;
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_batch_norm_grad(c");
+    ck_emit_call(e, "batch_norm_grad");
     outs_ins(e, n, 3, 5);
     ck_emit_printf(e, ", %lld, %lld, %lld));\n", (long long)N, (long long)C, (long long)S);
     return CK_OK;
@@ -99,7 +99,7 @@ ck_status ck_emit_batch_norm_apply(ck_emit *e, const ck_node *n) {
     int64_t N, C, S;
     if (!nchw(e, n, n->in[0], &N, &C, &S)) return CK_ERR_UNSUPPORTED;
     if (want_numel(e, n, 1, 5, C, "one per channel")) return CK_ERR_UNSUPPORTED;
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_batch_norm_apply(c");
+    ck_emit_call(e, "batch_norm_apply");
     outs_ins(e, n, 1, 5);
     ck_emit_printf(e, ", %lld, %lld, %lld));\n", (long long)N, (long long)C, (long long)S);
     return CK_OK;
