@@ -43,8 +43,9 @@ static const ck_wrapper wrappers[] = {CKRT_CUDA_KERNELS(CK_WRAPPER_, CK_REUSE_)}
 
 enum { N_WRAPPERS = (int)(sizeof wrappers / sizeof wrappers[0]) };
 
-/* Does the program call ckrt_ENTRY? */
+/* Does the program call ckrt_ENTRY? ("main": ckrt_main's own, in every program) */
 static bool calls_entry(const ck_emit_calls *calls, const char *entry) {
+    if (strcmp(entry, "main") == 0) return true;
     for (int i = 0; i < calls->n; i++)
         if (strcmp(calls->entry[i], entry) == 0) return true;
     return false;

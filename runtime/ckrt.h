@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CKRT_VERSION "0.1.0"
 #define CKRT_MAX_RANK 8
@@ -66,8 +67,9 @@ struct ckrt_comm;
 struct ckrt_grad_slot;
 
 typedef struct ckrt_ctx {
-    unsigned char *arena;          /* the one device arena (host memory on the CPU backend) */
+    unsigned char *arena;          /* the one arena: host memory on the CPU; on a device, addresses only (ckrt_backend.read) */
     int64_t arena_bytes;
+    int64_t guard_bytes;           /* past arena_bytes: the guard zone ckrt_main checks after the first step */
     unsigned char *host;           /* the host pool for offloaded activations (pinned on CUDA) */
     int64_t host_bytes;
     const struct ckrt_backend *be;
@@ -78,6 +80,7 @@ typedef struct ckrt_ctx {
     int check_finite;              /* set: the generated code checks every float output */
     struct ckrt_dp *dp;            /* data-parallel runs: ranks, communicator, timers (dp.c); NULL otherwise */
     void **grad_dump;              /* --dump-grads, on the last step: host buffer per trainable parameter; else NULL */
+    int64_t readback, readback_peak; /* host bytes held by ckrt_arena_fetch (now, at most) */
     int code;
     char msg[1024];
 } ckrt_ctx;
@@ -125,9 +128,17 @@ typedef struct ckrt_backend {
     int (*stream_wait)(ckrt_ctx *c, int stream, int event);
     int (*synchronize)(ckrt_ctx *c);
     const struct ckrt_device_ops *dev;  /* kernels run elsewhere (ckrt_device.h); NULL: the CPU entry points */
-    /* Makes arena bytes [offset, offset + bytes) (bytes < 0: all of it) current in c->arena, the
-     * host's view, once synchronize() returned; NULL: c->arena is the memory kernels write. */
-    int (*to_host)(ckrt_ctx *c, int64_t offset, int64_t bytes);
+    /* The host's access to arena bytes [offset, offset + bytes), for ckrt_main and dp.c through
+     * ckrt_arena_* below, in program order with the work enqueued so far (read waits for every
+     * stream). NULL on the CPU, where c->arena is host memory. A device backend's c->arena is a
+     * reserved range of addresses with no memory behind it (pointers into it name device bytes):
+     * the host never reads or writes it, and holds no copy of the arena. */
+    int (*write)(ckrt_ctx *c, int64_t offset, const void *src, int64_t bytes);
+    int (*read)(ckrt_ctx *c, int64_t offset, void *dst, int64_t bytes);
+    int (*fill)(ckrt_ctx *c, int64_t offset, int64_t bytes, int byte);
+    /* *top: one past the last byte of [from, to) that no longer holds `byte` (from: none), found on
+     * the device (from and to multiples of 8) */
+    int (*top)(ckrt_ctx *c, int64_t from, int64_t to, int byte, int64_t *top);
     /* For a transport on device memory (NCCL): the device address of p, a pointer into
      * c->arena (0 and a message when it is not), and the stream (a CUstream) kernels are
      * enqueued on now (set_stream); NULL on the CPU. */
@@ -142,6 +153,26 @@ typedef struct ckrt_backend {
 enum { CKRT_STREAM_COMPUTE = 0, CKRT_STREAM_COPY = 1, CKRT_STREAM_COMM = 2 };
 
 extern const ckrt_backend ckrt_cpu_backend;
+
+/* Host access to arena bytes on any backend (arena_io.c): on the CPU plain memory operations, on a
+ * device the backend's transfers, through host buffers of at most CKRT_IO_CHUNK bytes (weights,
+ * checksums, files) or of the caller's size (read). */
+#define CKRT_IO_CHUNK ((int64_t)4 << 20)
+int ckrt_arena_write(ckrt_ctx *c, int64_t offset, const void *src, int64_t bytes);
+int ckrt_arena_read(ckrt_ctx *c, int64_t offset, void *dst, int64_t bytes);
+int ckrt_arena_fill(ckrt_ctx *c, int64_t offset, int64_t bytes, int byte);
+/* One past the last byte of [from, to) that no longer holds `byte`; from when every byte does. */
+int ckrt_arena_top(ckrt_ctx *c, int64_t from, int64_t to, int byte, int64_t *top);
+/* The weights checksum (ckrt_checksum) of arena bytes [offset, offset + bytes). */
+int ckrt_arena_checksum(ckrt_ctx *c, int64_t offset, int64_t bytes, uint64_t *sum);
+/* bytes from the current position of f into the arena at offset (the checksum of what was read
+ * in *sum); and arena bytes to f. Each fails naming `path` (short file, write error). */
+int ckrt_arena_load(ckrt_ctx *c, int64_t offset, FILE *f, const char *path, int64_t bytes, uint64_t *sum);
+int ckrt_arena_save(ckrt_ctx *c, int64_t offset, FILE *f, const char *path, int64_t bytes);
+/* A host copy of arena bytes [offset, offset + bytes) (malloc'ed, the caller frees), counted in
+ * c->readback_peak while held; ckrt_arena_release frees it. */
+int ckrt_arena_fetch(ckrt_ctx *c, int64_t offset, int64_t bytes, void **out);
+void ckrt_arena_release(ckrt_ctx *c, void *p, int64_t bytes);
 /* Pins the CPU backend's BLAS to one thread (called by ckrt_main; see cpu_dense.c). */
 void ckrt_cpu_init(void);
 
@@ -244,6 +275,10 @@ int ckrt_main(const ckrt_program *p, int argc, char **argv);
 #define CKRT_WEIGHTS_VERSION 1
 #define CKRT_WEIGHTS_HEADER 56
 uint64_t ckrt_checksum(const void *data, size_t n);
+/* The same checksum over data given in pieces: h starts at CKRT_CHECKSUM_INIT; every piece but
+ * the last is a multiple of 8 bytes long. */
+#define CKRT_CHECKSUM_INIT 1469598103934665603ull
+uint64_t ckrt_checksum_update(uint64_t h, const void *data, size_t n);
 
 /* ---------------------------------------------------------------- data parallel (docs/data-parallel.md)
  *

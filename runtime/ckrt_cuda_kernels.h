@@ -74,6 +74,7 @@
     P(float *, loss) V(int64_t, rows)
 #define CK_G_PARAMS_xent_grad(V, P) P(float *, dx) P(const float *, dloss) P(const float *, logits) \
     P(const void *, labels) V(int, lab_i64) V(int64_t, rows) V(int64_t, classes)
+#define CK_G_PARAMS_arena_top(V, P) P(const uint8_t *, x) V(int64_t, bytes) V(int, fill) P(unsigned long long *, top)
 #define CK_G_PARAMS_rank_mean(V, P) P(float *, out) P(const float *, recv) V(int64_t, count) V(int, ranks)
 #define CK_G_PARAMS_copy_f32(V, P) P(float *, y) P(const float *, x)
 #define CK_G_PARAMS_unary_grad(V, P) V(int, op) P(float *, dx) P(const float *, dy) P(const float *, x) \
@@ -167,6 +168,9 @@
     K(cross_entropy_grad, xent_grad, \
       int64_t l = lab_i64 ? ((const int64_t *)labels)[i] : ((const int32_t *)labels)[i]; ck_k_xent_grad_row(i, \
       dx, logits, l, classes, (float)((double)dloss[0] / (double)rows));) \
+    /* every program: ckrt_main's high-water mark, found on the device (ckrt_arena_top; cuda_arena.c) */ \
+    K(main, arena_top, int64_t t = ck_k_top_chunk(i, x, bytes, (uint8_t)fill); \
+      if (t) atomicMax(top, (unsigned long long)t);) \
     /* data parallel: dp.c's reduction of the gradients (ckrt_grad_allreduce) on device memory */ \
     K(grad_allreduce, rank_mean, out[i] = ck_k_rank_mean(i, recv, count, ranks);) \
     K(grad_allreduce, copy_f32, y[i] = x[i];) \

@@ -102,7 +102,8 @@ typedef struct ckrt_device_stats {
     int64_t copy_bytes;
     double compile_ms;             /* NVRTC (0 when the cache hit) */
     int cache_hit;
-    double mirror_ms;              /* host mirror refreshes (synchronize) */
+    double host_io_ms;             /* the host's writes and reads of arena bytes (weights, inputs, loss, dumps) */
+    int64_t host_staging_bytes;    /* pinned host memory the backend holds for them */
 } ckrt_device_stats;
 int ckrt_cuda_stats(ckrt_ctx *c, ckrt_device_stats *out);
 

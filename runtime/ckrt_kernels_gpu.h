@@ -76,6 +76,24 @@ CK_DEV float ck_k_gemm_cm(int64_t i, const float *cm, int64_t N, int64_t cm_rows
     return cm[(cm_rows == 1 ? 0 : r) * cm_cols + (cm_cols == 1 ? 0 : col)];
 }
 
+/* The arena's high-water search (ckrt_arena_top; one work item per chunk of CK_K_TOP_CHUNK bytes):
+ * one past the last byte of chunk i of x (n bytes, x 8-byte aligned) that does not hold `fill`,
+ * counted from x; 0 when the whole chunk still holds it. Words first, then the bytes of the last
+ * word that differs. */
+#define CK_K_TOP_CHUNK 4096
+CK_DEV int64_t ck_k_top_chunk(int64_t i, const uint8_t *x, int64_t n, uint8_t fill) {
+    int64_t lo = i * CK_K_TOP_CHUNK, e = lo + CK_K_TOP_CHUNK < n ? lo + CK_K_TOP_CHUNK : n;
+    uint64_t pattern = 0x0101010101010101ull * fill;
+    for (; e > lo && (e & 7); e--) /* a tail shorter than a word */
+        if (x[e - 1] != fill) return e;
+    for (; e > lo; e -= 8)
+        if (*(const uint64_t *)(x + e - 8) != pattern) {
+            while (x[e - 1] == fill) e--;
+            return e;
+        }
+    return 0;
+}
+
 /* Convolution's bias on element i of one image group's output (Mg, out_n): b[i / out_n]. */
 CK_DEV float ck_k_bias_of(int64_t i, const float *b, int64_t out_n) { return b[i / out_n]; }
 

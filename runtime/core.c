@@ -32,10 +32,9 @@ int ckrt_fail(ckrt_ctx *c, int code, const char *fmt, ...) {
     return code;
 }
 
-uint64_t ckrt_checksum(const void *data, size_t n) {
+uint64_t ckrt_checksum_update(uint64_t h, const void *data, size_t n) {
     /* FNV-1a over 8-byte words (bytes for the tail): fast enough for weights, catches corruption */
     const unsigned char *p = data;
-    uint64_t h = 1469598103934665603ull;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         uint64_t w;
@@ -45,6 +44,8 @@ uint64_t ckrt_checksum(const void *data, size_t n) {
     for (; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
     return h;
 }
+
+uint64_t ckrt_checksum(const void *data, size_t n) { return ckrt_checksum_update(CKRT_CHECKSUM_INIT, data, n); }
 
 /* ---------------------------------------------------------------- CPU backend */
 

@@ -17,12 +17,17 @@
  * Memory: one cuMemAlloc holds the planned arena (plus its guard zone), a 1 MiB scratch for the
  * loss's partial sums and cuBLAS's workspace (cublasSetWorkspace: cuBLAS allocates nothing of its
  * own), after cuMemGetInfo says it fits with a margin for the context; the offload pool is one
- * pinned cuMemHostAlloc slab. ckrt_main keeps reading and writing ckrt_ctx.arena, which here is a
- * host mirror of the device arena: uploaded whole on the compute stream before the first kernel
- * after the host wrote it (weights, inputs, the canary; the other streams wait for it), and
- * refreshed by to_host() where ckrt_main reads it: the loss (4 bytes a step), and the whole arena
- * after the first step (the high-water mark), before dumping gradients and at the end. No
- * transfer runs on the legacy NULL stream: the non-blocking streams would not be ordered with it.
+ * pinned cuMemHostAlloc slab. The host holds no copy of the arena: ckrt_ctx.arena is a reserved
+ * range of addresses (cuda_arena.c) that pointers are formed in and mapped from, and the host
+ * reaches the device's bytes through the backend's write/read/fill/top hooks (arena_io.c): writes
+ * (weights, inputs) go through two pinned staging buffers of STAGE_BYTES on the compute stream,
+ * one filled while the other's copy runs; reads (the loss, dumps, checksums) wait for every stream
+ * and come back through the same buffers; the canary is a memset and the high-water mark a
+ * reduction kernel (ck_g_arena_top) with 8 bytes read back. After a write or fill the other
+ * streams wait for the compute stream. No transfer runs on the legacy NULL stream: the
+ * non-blocking streams would not be ordered with it. The host memory this backend allocates is
+ * the staging (st.host_staging_bytes) and the offload pool the plan sized; nothing scales with
+ * the arena.
  *
  * Offload and reload copies run on the copy stream: it waits for an event recorded on the
  * compute stream (the tensor is produced, or its destination free), then copies. After an
@@ -63,13 +68,14 @@
     X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoDAsync)              \
     X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemGetInfo) X(cuStreamCreate) X(cuStreamDestroy)                     \
     X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                  \
-    X(cuEventElapsedTime) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)             \
+    X(cuEventSynchronize) X(cuEventElapsedTime) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)             \
     X(cuGetErrorName) X(cuGetErrorString)
 
 #define CK_STR_(x) #x
 #define CK_XSTR_(x) CK_STR_(x) /* the versioned name cuda.h maps a call to: cuMemAlloc -> "cuMemAlloc_v2" */
 
 enum { N_EVENT_PAIRS = 256, N_USER_EVENTS = 16, MAX_KERNELS = 128, SCRATCH_BYTES = 1 << 20 };
+#define STAGE_BYTES ((int64_t)4 << 20) /* each of the two pinned staging buffers */
 /* Device memory besides the arena and its scratch: cuBLAS's workspace, handed to it
  * (cublasSetWorkspace) so that it never allocates on its own (32 MiB is what NVIDIA recommends
  * for Hopper and newer, 4 MiB before), and a margin for what the context allocates behind the
@@ -93,13 +99,15 @@ static struct {
     struct { char name[64]; CUfunction f; } kernels[MAX_KERNELS];
     int n_kernels;
     CUdeviceptr arena;
-    unsigned char *mirror;
+    unsigned char *space; /* ckrt_ctx.arena: the arena's addresses on the host, no memory behind them */
     int64_t arena_bytes;
-    int dirty;            /* the mirror holds bytes the device has not seen */
+    unsigned char *stage[2]; /* pinned staging for the host's writes and reads */
+    CUevent stage_ev[2];     /* recorded after the copy that last used each */
+    int stage_busy[2], stage_next;
     const void *bad_ptr;  /* a pointer outside the arena reached a kernel */
     void *pool;
     CUevent user[N_USER_EVENTS];
-    CUevent uploaded; /* recorded after the mirror's upload on the compute stream */
+    CUevent uploaded; /* recorded after the host's writes on the compute stream */
     CUevent copy_ev[N_EVENT_PAIRS][4]; /* compute ready, copy start, copy end, compute waits */
     int n_copy_ev;
     /* reloads since the last settle_copies: each stream waits for one before its first kernel
@@ -483,15 +491,10 @@ static int load_kernels(ckrt_ctx *c, const ckrt_cuda_options *o) {
 
 /* ---------------------------------------------------------------- the device layer (cuda_impl.h) */
 
-/* The mirror's bytes to the device, ordered before everything after it on every stream: the
- * copy is enqueued on the compute stream (from pageable memory the driver stages the bytes
- * before it returns), and the other streams wait for it. Not cuMemcpyHtoD: that runs on the
- * legacy NULL stream, which the non-blocking streams do not wait for, and may return before
- * its transfer lands. */
-static int upload_if_dirty(ckrt_ctx *c) {
-    if (!G.dirty) return CKRT_OK;
-    G.dirty = 0;
-    CU(cuMemcpyHtoDAsync(G.arena, G.mirror, (size_t)G.arena_bytes, G.stream[0]));
+/* The host's writes (enqueued on the compute stream) ordered before everything after them on the
+ * other streams. Not cuMemcpyHtoD: that runs on the legacy NULL stream, which the non-blocking
+ * streams do not wait for, and may return before its transfer lands. */
+static int order_after_host_io(ckrt_ctx *c) {
     CU(cuEventRecord(G.uploaded, G.stream[0]));
     for (int s = 1; s < 3; s++) CU(cuStreamWaitEvent(G.stream[s], G.uploaded, 0));
     return CKRT_OK;
@@ -515,8 +518,8 @@ ckrt_dptr ckrt_cu_ptr(ckrt_ctx *c, const void *p) {
     (void)c;
     if (!p) return 0;
     const unsigned char *b = p;
-    if (G.mirror && b >= G.mirror && b <= G.mirror + G.arena_bytes) {
-        CUdeviceptr d = G.arena + (CUdeviceptr)(b - G.mirror);
+    if (G.space && b >= G.space && b <= G.space + G.arena_bytes) {
+        CUdeviceptr d = G.arena + (CUdeviceptr)(b - G.space);
         for (int k = 0; k < G.n_pending; k++)
             if (d >= G.pending[k].at && d < G.pending[k].at + (CUdeviceptr)G.pending[k].bytes) wait_pending(k, G.cur);
         return (ckrt_dptr)d;
@@ -536,7 +539,7 @@ static int check_ptrs(ckrt_ctx *c) {
         G.bad_ptr = NULL;
         return ckrt_fail(c, CKRT_ERR_INTERNAL, "pointer %p is not in the arena: the CUDA backend cannot pass it to a kernel", p);
     }
-    return upload_if_dirty(c);
+    return CKRT_OK;
 }
 
 int ckrt_cu_launch(ckrt_ctx *c, const char *kernel, int64_t n, void **args) {
@@ -585,10 +588,10 @@ int ckrt_cu_gemm(ckrt_ctx *c, int trans_a, int trans_b, int64_t m, int64_t n, in
     return CKRT_OK;
 }
 
-int ckrt_cu_memset0(ckrt_ctx *c, ckrt_dptr p, int64_t bytes) {
+int ckrt_cu_memset(ckrt_ctx *c, ckrt_dptr p, int value, int64_t bytes) {
     CKRT_TRY(check_ptrs(c));
     if (bytes <= 0) return CKRT_OK;
-    CU(cuMemsetD8Async(p, 0, (size_t)bytes, G.stream[G.cur]));
+    CU(cuMemsetD8Async(p, (unsigned char)value, (size_t)bytes, G.stream[G.cur]));
     return CKRT_OK;
 }
 
@@ -611,9 +614,10 @@ ckrt_dptr ckrt_cu_scratch(ckrt_ctx *c, int64_t *bytes) {
 
 /* One device allocation: the arena (with the guard zone ckrt_main asks for), the loss scratch,
  * cuBLAS's workspace. It must fit with DEVICE_MARGIN_BYTES to spare: a plan near the device's
- * size is refused here, in one line, rather than failing later inside cuBLAS or a launch. */
+ * size is refused here, in one line, rather than failing later inside cuBLAS or a launch. On the
+ * host: the arena's address range (no memory) and the two staging buffers. */
 static int be_arena_alloc(ckrt_ctx *c, int64_t bytes, unsigned char **out) {
-    if (G.mirror) return ckrt_fail(c, CKRT_ERR_INTERNAL, "the CUDA arena is allocated once");
+    if (G.space) return ckrt_fail(c, CKRT_ERR_INTERNAL, "the CUDA arena is allocated once");
     size_t n = (size_t)(bytes ? bytes : CKRT_ALIGN);
     int64_t ws = CUBLAS_WS_BYTES(G.sm), at_ws = ((int64_t)n + 255) / 256 * 256 + SCRATCH_BYTES;
     size_t dev_bytes = (size_t)(at_ws + ws), free_b = 0, total = 0;
@@ -623,27 +627,35 @@ static int be_arena_alloc(ckrt_ctx *c, int64_t bytes, unsigned char **out) {
                          "%lld bytes + %d MiB for cuBLAS and the loss + a margin of %lld MiB for the CUDA context",
                          (double)free_b / 1048576, (double)total / 1048576, (double)(dev_bytes + DEVICE_MARGIN_BYTES) / 1048576,
                          (long long)n, (int)((ws + SCRATCH_BYTES) >> 20), (long long)(DEVICE_MARGIN_BYTES >> 20));
-    void *m = NULL;
-    if (posix_memalign(&m, CKRT_ALIGN, (n + CKRT_ALIGN - 1) / CKRT_ALIGN * CKRT_ALIGN) != 0)
-        return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate the arena's host mirror: %lld bytes", (long long)bytes);
+    unsigned char *space = ckrt_cu_reserve((int64_t)n);
+    if (!space) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot reserve %lld bytes of address space for the arena", (long long)n);
     CUresult r = G.cuMemAlloc(&G.arena, dev_bytes);
     if (r != CUDA_SUCCESS) {
-        free(m);
+        ckrt_cu_unreserve(space, (int64_t)n);
+        G.arena = 0;
         cu_fail(c, r, "cuMemAlloc");
         return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate %lld bytes on the GPU (%s)", (long long)dev_bytes, c->msg);
     }
-    G.mirror = m, G.arena_bytes = (int64_t)n, G.dirty = 1;
+    G.space = space, G.arena_bytes = (int64_t)n;
+    for (int h = 0; h < 2; h++) {
+        void *p = NULL;
+        CU(cuMemHostAlloc(&p, (size_t)STAGE_BYTES, 0));
+        G.stage[h] = p, G.stage_busy[h] = 0;
+        G.st.host_staging_bytes += STAGE_BYTES;
+    }
     BLAS(cublasSetWorkspace, (G.blas, (void *)(uintptr_t)(G.arena + (CUdeviceptr)at_ws), (size_t)ws));
-    *out = m;
+    *out = space;
     return CKRT_OK;
 }
 
 static void be_arena_free(ckrt_ctx *c, unsigned char *p) {
     (void)c;
-    if (p != G.mirror) return;
+    if (p != G.space) return;
     if (G.arena) G.cuMemFree(G.arena);
-    free(G.mirror);
-    G.arena = 0, G.mirror = NULL, G.arena_bytes = 0;
+    for (int h = 0; h < 2; h++)
+        if (G.stage[h]) G.cuMemFreeHost(G.stage[h]);
+    ckrt_cu_unreserve(G.space, G.arena_bytes);
+    G.arena = 0, G.space = NULL, G.arena_bytes = 0, G.stage[0] = G.stage[1] = NULL;
 }
 
 static int be_host_alloc(ckrt_ctx *c, int64_t bytes, void **out) {
@@ -754,21 +766,58 @@ static int be_synchronize(ckrt_ctx *c) {
     return settle_copies(c);
 }
 
-/* The host mirror's bytes [offset, offset + bytes) from the device, once every stream is done. */
-static int be_to_host(ckrt_ctx *c, int64_t offset, int64_t bytes) {
-    CKRT_TRY(settle_copies(c));
-    if (bytes < 0) offset = 0, bytes = G.arena_bytes;
-    if (offset < 0 || offset + bytes > G.arena_bytes)
-        return ckrt_fail(c, CKRT_ERR_INTERNAL, "host view of bytes [%lld, %lld) outside the arena", (long long)offset,
-                         (long long)(offset + bytes));
+/* Host bytes to the arena at offset: each chunk is copied into a staging buffer whose previous
+ * copy has finished, then sent on the compute stream (so the next chunk's copy overlaps this
+ * transfer); src may be reused on return. */
+static int be_write(ckrt_ctx *c, int64_t offset, const void *src, int64_t bytes) {
+    CKRT_TRY(check_ptrs(c));
     double t0 = now_ms();
-    CU(cuMemcpyDtoHAsync(G.mirror + offset, G.arena + (CUdeviceptr)offset, (size_t)bytes, G.stream[0]));
-    CU(cuStreamSynchronize(G.stream[0]));
-    G.st.mirror_ms += now_ms() - t0;
+    for (int64_t at = 0; at < bytes; at += STAGE_BYTES) {
+        int64_t n = bytes - at < STAGE_BYTES ? bytes - at : STAGE_BYTES;
+        int h = G.stage_next;
+        G.stage_next ^= 1;
+        if (G.stage_busy[h]) CU(cuEventSynchronize(G.stage_ev[h]));
+        memcpy(G.stage[h], (const unsigned char *)src + at, (size_t)n);
+        CU(cuMemcpyHtoDAsync(G.arena + (CUdeviceptr)(offset + at), G.stage[h], (size_t)n, G.stream[0]));
+        CU(cuEventRecord(G.stage_ev[h], G.stream[0]));
+        G.stage_busy[h] = 1;
+    }
+    G.st.host_io_ms += now_ms() - t0;
+    return order_after_host_io(c);
+}
+
+/* Arena bytes to the host once every stream is done, through the staging buffers: chunk k is
+ * copied out on the host while chunk k + 1 comes from the device. */
+static int be_read(ckrt_ctx *c, int64_t offset, void *dst, int64_t bytes) {
+    CKRT_TRY(settle_copies(c));
+    double t0 = now_ms();
+    G.stage_busy[0] = G.stage_busy[1] = 0;
+    int64_t prev_at = -1, prev_n = 0;
+    for (int64_t at = 0;; at += STAGE_BYTES) {
+        int64_t n = bytes - at < STAGE_BYTES ? bytes - at : STAGE_BYTES;
+        int h = (int)((at / STAGE_BYTES) & 1);
+        if (n > 0) {
+            CU(cuMemcpyDtoHAsync(G.stage[h], G.arena + (CUdeviceptr)(offset + at), (size_t)n, G.stream[0]));
+            CU(cuEventRecord(G.stage_ev[h], G.stream[0]));
+        }
+        if (prev_at >= 0) {
+            CU(cuEventSynchronize(G.stage_ev[h ^ 1]));
+            memcpy((unsigned char *)dst + prev_at, G.stage[h ^ 1], (size_t)prev_n);
+        }
+        if (n <= 0) break;
+        prev_at = at, prev_n = n;
+    }
+    G.st.host_io_ms += now_ms() - t0;
     return CKRT_OK;
 }
 
-/* For the NCCL transport: the device address of an arena pointer, the mirror uploaded first. */
+static int be_fill(ckrt_ctx *c, int64_t offset, int64_t bytes, int byte) {
+    CKRT_TRY(check_ptrs(c));
+    CU(cuMemsetD8Async(G.arena + (CUdeviceptr)offset, (unsigned char)byte, (size_t)bytes, G.stream[0]));
+    return order_after_host_io(c);
+}
+
+/* For the NCCL transport: the device address of an arena pointer. */
 static unsigned long long be_device_address(ckrt_ctx *c, const void *p) {
     ckrt_dptr d = ckrt_cu_ptr(c, p);
     return check_ptrs(c) ? 0 : d;
@@ -791,7 +840,10 @@ static const ckrt_backend cuda_backend = {
     .stream_wait = be_stream_wait,
     .synchronize = be_synchronize,
     .dev = &ckrt_cuda_ops,
-    .to_host = be_to_host,
+    .write = be_write,
+    .read = be_read,
+    .fill = be_fill,
+    .top = ckrt_cu_arena_top,
     .device_address = be_device_address,
     .current_stream = be_current_stream,
     .set_stream = be_set_stream,
@@ -831,6 +883,7 @@ static int open_device(ckrt_ctx *c, const ckrt_cuda_options *o) {
     for (int s = 0; s < 3; s++) CU(cuStreamCreate(&G.stream[s], CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < N_USER_EVENTS; i++) CU(cuEventCreate(&G.user[i], CU_EVENT_DISABLE_TIMING));
     CU(cuEventCreate(&G.uploaded, CU_EVENT_DISABLE_TIMING));
+    for (int h = 0; h < 2; h++) CU(cuEventCreate(&G.stage_ev[h], CU_EVENT_DISABLE_TIMING));
     for (int i = 0; i < N_EVENT_PAIRS; i++)
         for (int k = 0; k < 4; k++) CU(cuEventCreate(&G.copy_ev[i][k], CU_EVENT_DEFAULT));
     CKRT_TRY(load_kernels(c, o));
@@ -863,6 +916,8 @@ void ckrt_cuda_close(ckrt_ctx *c) {
     for (int i = 0; i < N_USER_EVENTS; i++)
         if (G.user[i]) G.cuEventDestroy(G.user[i]);
     if (G.uploaded) G.cuEventDestroy(G.uploaded);
+    for (int h = 0; h < 2; h++)
+        if (G.stage_ev[h]) G.cuEventDestroy(G.stage_ev[h]);
     for (int i = 0; i < N_EVENT_PAIRS; i++)
         for (int k = 0; k < 4; k++)
             if (G.copy_ev[i][k]) G.cuEventDestroy(G.copy_ev[i][k]);

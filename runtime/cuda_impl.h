@@ -4,9 +4,10 @@
  * which runs the same op layer and the same kernels.cu on the CPU to check it without a GPU; the
  * driver layer itself is checked against tests/fake_cuda.c, a stand-in driver).
  *
- * Pointers the generated code passes point into ckrt_ctx.arena, which on CUDA is the host mirror
- * of the device arena (ckrt_main reads and writes it as on the CPU); ckrt_cu_ptr maps them to
- * device addresses. The op layer never includes cuda.h.
+ * Pointers the generated code passes point into ckrt_ctx.arena, which on CUDA is a reserved range
+ * of addresses the size of the device arena, with no memory behind it (cuda_arena.c); ckrt_cu_ptr
+ * maps them to device addresses. The host reaches arena bytes only through the backend's
+ * write/read/fill/top hooks (arena_io.c). The op layer never includes cuda.h.
  */
 #ifndef CKRT_CUDA_IMPL_H
 #define CKRT_CUDA_IMPL_H
@@ -15,7 +16,7 @@
 
 typedef unsigned long long ckrt_dptr; /* a device address (CUdeviceptr) */
 
-/* The device address of p, a pointer into the arena mirror (NULL -> 0). */
+/* The device address of p, a pointer into the arena's address range (NULL -> 0). */
 ckrt_dptr ckrt_cu_ptr(ckrt_ctx *c, const void *p);
 /* Launches ck_g_<kernel> over n >= 1 work items on the compute stream: grid CK_G_GRID(n) blocks
  * of CK_G_BLOCK threads; args as for cuLaunchKernel, args[0] pointing to n (int64_t). */
@@ -25,12 +26,19 @@ int ckrt_cu_launch(ckrt_ctx *c, const char *kernel, int64_t n, void **args);
 int ckrt_cu_gemm(ckrt_ctx *c, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, ckrt_dptr a, int64_t lda,
                  int64_t stride_a, ckrt_dptr b, int64_t ldb, int64_t stride_b, float beta, ckrt_dptr y, int64_t ldy,
                  int64_t stride_y, int64_t batch);
-/* Zeroes bytes at p (compute stream). */
-int ckrt_cu_memset0(ckrt_ctx *c, ckrt_dptr p, int64_t bytes);
+/* Sets bytes at p to value (compute stream). */
+int ckrt_cu_memset(ckrt_ctx *c, ckrt_dptr p, int value, int64_t bytes);
+static inline int ckrt_cu_memset0(ckrt_ctx *c, ckrt_dptr p, int64_t bytes) { return ckrt_cu_memset(c, p, 0, bytes); }
 /* Copies device bytes to host memory once the compute stream has produced them (synchronous). */
 int ckrt_cu_read(ckrt_ctx *c, void *dst, ckrt_dptr src, int64_t bytes);
 /* A device scratch area owned by the backend (partial sums of the loss), *bytes its size. */
 ckrt_dptr ckrt_cu_scratch(ckrt_ctx *c, int64_t *bytes);
+
+/* cuda_arena.c: the arena's address range (NULL when mmap refuses), and the backend's `top` hook
+ * (ckrt_backend.top) as a reduction kernel over the device's bytes. */
+unsigned char *ckrt_cu_reserve(int64_t bytes);
+void ckrt_cu_unreserve(unsigned char *p, int64_t bytes);
+int ckrt_cu_arena_top(ckrt_ctx *c, int64_t from, int64_t to, int byte, int64_t *top);
 
 /* The op layer's table (cuda_ops.c). */
 extern const ckrt_device_ops ckrt_cuda_ops;

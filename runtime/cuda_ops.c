@@ -18,7 +18,7 @@
 #include "cuda_impl.h"
 #include "ckrt_kernels_gpu.h"
 #include "ckrt_kernels_move.h"
-#include "ckrt_cuda_kernels.h"
+#include "cuda_launch.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,27 +26,6 @@
 
 #define P(x) ckrt_cu_ptr(c, (x))
 
-/* g_NAME(c, n, &arg...) launches ck_g_NAME over n items: one launcher per wrapper of
- * ckrt_cuda_kernels.h, each argument passed by address and typed as the wrapper's parameter
- * (ckrt_dptr for a device pointer), so a launch that does not match the wrapper does not compile
- * (incompatible pointer types are errors in this file). */
-#pragma GCC diagnostic error "-Wincompatible-pointer-types"
-#define CK_G_VALUE_(T, N) , const T *N
-#define CK_G_DPTR_(T, N) , const ckrt_dptr *N
-#define CK_G_ARG_(T, N) , (void *)N
-#define CK_G_LAUNCHER_(ENTRY, NAME, ...)                                                                              \
-    static int g_##NAME(ckrt_ctx *c, int64_t n CK_G_PARAMS_##NAME(CK_G_VALUE_, CK_G_DPTR_)) {                        \
-        if (n <= 0) return CKRT_OK;                                                                                   \
-        void *args[] = {&n CK_G_PARAMS_##NAME(CK_G_ARG_, CK_G_ARG_)};                                                 \
-        return ckrt_cu_launch(c, #NAME, n, args);                                                                     \
-    }
-#define CK_G_REUSE_(ENTRY, NAME)
-CKRT_CUDA_KERNELS(CK_G_LAUNCHER_, CK_G_REUSE_)
-#undef CK_G_VALUE_
-#undef CK_G_DPTR_
-#undef CK_G_ARG_
-#undef CK_G_LAUNCHER_
-#undef CK_G_REUSE_
 
 static int dims_of(ckrt_ctx *c, int rank, const int64_t *v, ck_dims *out) {
     memset(out, 0, sizeof *out);

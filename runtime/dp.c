@@ -314,7 +314,7 @@ uint64_t ckrt_dp_seed(const ckrt_dp *dp, uint64_t seed) {
 /* ---------------------------------------------------------------- gradients */
 
 /* The backend's kernels: this file is library code (no ckrt_device.h dispatch), so it picks the
- * device's entry point itself. On the CUDA backend the pointers are into the arena's host mirror
+ * device's entry point itself. On the CUDA backend the pointers are into the arena's address range
  * and the device op layer maps them, so the code below is the same for both. */
 static int copy_f32(ckrt_ctx *c, float *dst, const float *src, int64_t n) {
     return c->be->dev ? c->be->dev->copy_f32(c, dst, src, n) : ckrt_copy_f32(c, dst, src, n);
@@ -450,13 +450,9 @@ int ckrt_dp_check_replicas(ckrt_dp *dp, ckrt_ctx *c, const ckrt_program *p, cons
     double t0 = now();
     /* params, buffers, constants, then optimizer state: the static region before the inputs */
     int64_t end = p->static_bytes - p->planned_bytes[CKRT_MEM_INPUTS];
-    /* on a device after a step: the device's bytes. Before the first step the host mirror is what
-     * was loaded and not yet uploaded (refreshing it would drop the host's later writes) */
-    if (c->be->to_host && c->step > 0 && end > 0) {
-        CKRT_TRY(c->be->synchronize(c));
-        CKRT_TRY(c->be->to_host(c, 0, end));
-    }
-    uint64_t mine = ckrt_checksum(c->arena, (size_t)(end > 0 ? end : 0));
+    uint64_t mine = 0;
+    if (c->be->read) CKRT_TRY(c->be->synchronize(c));
+    CKRT_TRY(ckrt_arena_checksum(c, 0, end > 0 ? end : 0, &mine));
     uint64_t *all = calloc((size_t)dp->size, sizeof *all);
     if (!all) return ckrt_fail(c, CKRT_ERR_NOMEM, "out of memory");
     int rc = CKRT_OK;

@@ -6,9 +6,10 @@
  * per thread of the grid the CUDA backend would launch (CK_G_GRID blocks of CK_G_BLOCK threads),
  * with blockIdx/threadIdx/gridDim set, and checks that each of the n work items was visited
  * exactly once (the launch geometry and the grid-stride loop). cuBLAS's column-major GEMM is
- * OpenBLAS's column-major GEMM; device memory is a separate host allocation, so the host-mirror
- * protocol (upload before the first kernel, download at synchronize) and the pointer translation
- * are exercised too. CKRT_EMU_MAX_GRID=K caps the grid at K blocks, to exercise the stride loop.
+ * OpenBLAS's column-major GEMM; device memory is a separate host allocation and ckrt_ctx.arena
+ * the backend's reserved address range (runtime/cuda_arena.c), so the pointer translation and the
+ * host's access through the write/read/fill/top hooks are exercised too (a host access that
+ * bypasses them faults). CKRT_EMU_MAX_GRID=K caps the grid at K blocks, to exercise the stride loop.
  */
 #include "cuda_impl.h"
 #include "ckrt_kernels_gpu.h"
@@ -27,9 +28,9 @@ static struct {
     void *so;
     emu_dim3 *block_idx, *thread_idx, *block_dim, *grid_dim;
     int64_t **counts, *count_n;
-    unsigned char *mirror, *dev;
+    unsigned char *space, *dev;
     int64_t arena_bytes;
-    int dirty, ready;
+    int ready;
     const void *bad_ptr;
     int64_t launches, max_grid;
     ckrt_device_stats st;
@@ -37,26 +38,20 @@ static struct {
 
 enum { SCRATCH_BYTES = 1 << 20 };
 
-static int upload_if_dirty(ckrt_ctx *c) {
-    (void)c;
-    if (E.dirty) memcpy(E.dev, E.mirror, (size_t)E.arena_bytes), E.dirty = 0;
-    return CKRT_OK;
-}
-
 static int check_ptrs(ckrt_ctx *c) {
     if (E.bad_ptr) {
         const void *p = E.bad_ptr;
         E.bad_ptr = NULL;
         return ckrt_fail(c, CKRT_ERR_INTERNAL, "pointer %p is not in the arena: the CUDA backend cannot pass it to a kernel", p);
     }
-    return upload_if_dirty(c);
+    return CKRT_OK;
 }
 
 ckrt_dptr ckrt_cu_ptr(ckrt_ctx *c, const void *p) {
     (void)c;
     if (!p) return 0;
     const unsigned char *b = p;
-    if (E.mirror && b >= E.mirror && b <= E.mirror + E.arena_bytes) return (ckrt_dptr)(uintptr_t)(E.dev + (b - E.mirror));
+    if (E.space && b >= E.space && b <= E.space + E.arena_bytes) return (ckrt_dptr)(uintptr_t)(E.dev + (b - E.space));
     E.bad_ptr = p;
     return 0;
 }
@@ -104,9 +99,9 @@ int ckrt_cu_gemm(ckrt_ctx *c, int trans_a, int trans_b, int64_t m, int64_t n, in
     return CKRT_OK;
 }
 
-int ckrt_cu_memset0(ckrt_ctx *c, ckrt_dptr p, int64_t bytes) {
+int ckrt_cu_memset(ckrt_ctx *c, ckrt_dptr p, int value, int64_t bytes) {
     CKRT_TRY(check_ptrs(c));
-    if (bytes > 0) memset((void *)(uintptr_t)p, 0, (size_t)bytes);
+    if (bytes > 0) memset((void *)(uintptr_t)p, value, (size_t)bytes);
     return CKRT_OK;
 }
 
@@ -126,22 +121,23 @@ ckrt_dptr ckrt_cu_scratch(ckrt_ctx *c, int64_t *bytes) {
 
 static int be_arena_alloc(ckrt_ctx *c, int64_t bytes, unsigned char **out) {
     size_t n = (size_t)(bytes ? bytes : CKRT_ALIGN);
-    void *m = NULL, *d = NULL;
-    if (posix_memalign(&m, CKRT_ALIGN, n) != 0 || posix_memalign(&d, 256, (n + 255) / 256 * 256 + SCRATCH_BYTES) != 0) {
-        free(m);
+    void *d = NULL;
+    unsigned char *space = ckrt_cu_reserve((int64_t)n);
+    if (!space || posix_memalign(&d, 256, (n + 255) / 256 * 256 + SCRATCH_BYTES) != 0) {
+        ckrt_cu_unreserve(space, (int64_t)n);
         return ckrt_fail(c, CKRT_ERR_NOMEM, "emulation: cannot allocate the arena (%lld bytes)", (long long)bytes);
     }
     memset(d, 0x5A, (n + 255) / 256 * 256 + SCRATCH_BYTES); /* "device" garbage: nothing may rely on it */
-    E.mirror = m, E.dev = d, E.arena_bytes = (int64_t)n, E.dirty = 1;
-    *out = m;
+    E.space = space, E.dev = d, E.arena_bytes = (int64_t)n;
+    *out = space;
     return CKRT_OK;
 }
 static void be_arena_free(ckrt_ctx *c, unsigned char *p) {
     (void)c;
-    if (p != E.mirror) return;
-    free(E.mirror);
+    if (p != E.space) return;
+    ckrt_cu_unreserve(E.space, E.arena_bytes);
     free(E.dev);
-    E.mirror = E.dev = NULL;
+    E.space = E.dev = NULL;
 }
 static int be_host_alloc(ckrt_ctx *c, int64_t bytes, void **out) {
     *out = malloc((size_t)(bytes ? bytes : 1));
@@ -166,17 +162,23 @@ static int be_copy_to_host(ckrt_ctx *c, void *dst, const void *src, int64_t byte
 }
 static int be_noop2(ckrt_ctx *c, int a, int b) { (void)c, (void)a, (void)b; return CKRT_OK; }
 static int be_synchronize(ckrt_ctx *c) { return check_ptrs(c); }
-/* Only what ckrt_main asks for reaches the mirror, as on the GPU: a read it forgets to ask for
- * sees stale bytes, and the comparison with the CPU fails. */
-static int be_to_host(ckrt_ctx *c, int64_t offset, int64_t bytes) {
+static int be_write(ckrt_ctx *c, int64_t offset, const void *src, int64_t bytes) {
     CKRT_TRY(check_ptrs(c));
-    if (bytes < 0) offset = 0, bytes = E.arena_bytes;
-    if (offset < 0 || offset + bytes > E.arena_bytes) return ckrt_fail(c, CKRT_ERR_INTERNAL, "host view outside the arena");
-    memcpy(E.mirror + offset, E.dev + offset, (size_t)bytes);
+    memcpy(E.dev + offset, src, (size_t)bytes);
+    return CKRT_OK;
+}
+static int be_read(ckrt_ctx *c, int64_t offset, void *dst, int64_t bytes) {
+    CKRT_TRY(check_ptrs(c));
+    memcpy(dst, E.dev + offset, (size_t)bytes);
+    return CKRT_OK;
+}
+static int be_fill(ckrt_ctx *c, int64_t offset, int64_t bytes, int byte) {
+    CKRT_TRY(check_ptrs(c));
+    memset(E.dev + offset, byte, (size_t)bytes);
     return CKRT_OK;
 }
 
-/* For the NCCL transport: the device address of an arena pointer, the mirror uploaded first. */
+/* For the NCCL transport: the device address of an arena pointer. */
 static unsigned long long be_device_address(ckrt_ctx *c, const void *p) {
     ckrt_dptr d = ckrt_cu_ptr(c, p);
     return check_ptrs(c) ? 0 : d;
@@ -204,7 +206,10 @@ static const ckrt_backend emu_backend = {
     .stream_wait = be_noop2,
     .synchronize = be_synchronize,
     .dev = &ckrt_cuda_ops,
-    .to_host = be_to_host,
+    .write = be_write,
+    .read = be_read,
+    .fill = be_fill,
+    .top = ckrt_cu_arena_top,
     .device_address = be_device_address,
     .current_stream = be_current_stream,
     .set_stream = be_set_stream,

@@ -31,4 +31,11 @@ static inline int ck_emu_visit(int64_t i, int64_t n) {
 }
 #define CK_G_VISIT(i, n) ck_emu_visit(i, n)
 
+/* the emulation runs one thread at a time: an atomic is a plain read-modify-write */
+static inline unsigned long long atomicMax(unsigned long long *a, unsigned long long v) {
+    unsigned long long old = *a;
+    if (v > old) *a = v;
+    return old;
+}
+
 #endif

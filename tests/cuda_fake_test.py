@@ -19,7 +19,12 @@ reads sees device garbage and the run differs from the CPU. Checked:
   5. a plan that does not fit the device's free memory with the backend's margin is refused at
      start-up, exit 2, in one line that gives the figures;
   6. a kernel on the communication stream that reads a pending reload waits for it
-     (tests/cuda_streams.c, with a data-parallel program's kernels.cu), under every seed.
+     (tests/cuda_streams.c, with a data-parallel program's kernels.cu), under every seed;
+  7. no host copy of the arena: on an MLP whose arena is far larger than the staging, the fake's
+     own accounting (CKRT_FAKE_CUDA_STATS) shows pinned host memory = the backend's staging, the
+     report's largest read-back = the largest tensor dumped, and the trainer's peak RSS less the
+     fake's device memory stays under half the arena (a host mirror would add the whole arena);
+     planned == measured peak, found by the device-side search, and the CPU's bits.
 """
 import json
 import os
@@ -136,7 +141,82 @@ def main():
     for seed in SEEDS:
         r = run([streams, os.path.join(dd, "kernels.cu")], dict(env, CKRT_FAKE_CUDA_SEED=str(seed)))
     print(f"ok 6 (seeds {SEEDS}): " + r.stdout.strip())
+
+    check_host_memory(ckptc, work, env)
     return 0
+
+
+def big_mlp(path, batch, width, layers):
+    """x (batch, width) -> layers x (MatMul + Tanh) -> logits: weights in the ONNX file."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], [], "x"
+    for i in range(layers):
+        w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        nodes.append(helper.make_node("MatMul", [x, f"w{i}"], [f"h{i}"], name=f"/layers.{i}/MatMul"))
+        nodes.append(helper.make_node("Tanh", [f"h{i}"], [f"a{i}"], name=f"/layers.{i}/Tanh"))
+        x = f"a{i}"
+    nodes[-1].output[0] = "logits"
+    g = helper.make_graph(nodes, "big_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, width])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, width])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def check_host_memory(ckptc, work, env):
+    model = os.path.join(work, "big_mlp.onnx")
+    big_mlp(model, batch=2048, width=1024, layers=4)
+    d = os.path.join(work, "big-mlp")
+    run([ckptc, model, "-o", d])
+    run(["make", "-s", "-C", d])
+    prog = os.path.join(d, "trainer")
+    cpu_rep = os.path.join(d, "report-cpu.json")
+    run([prog, "--device", "cpu", "--steps", "2", "--report", cpu_rep, "--dump-params", os.path.join(d, "params-cpu")])
+    run([prog, "--device", "cuda", "--steps", "1"], env)  # compiles kernels.cu (g++ would count in the RSS)
+    stats = os.path.join(d, "fake-stats.json")
+    rep = os.path.join(d, "report-fake.json")
+    cmd = [prog, "--device", "cuda", "--steps", "2", "--report", rep, "--dump-params", os.path.join(d, "params-fake")]
+    pid = os.fork()
+    if pid == 0:  # the trainer alone, so that wait4 gives its own peak RSS
+        fd = os.open(os.path.join(d, "fake-run.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.execve(prog, cmd, dict(env, CKRT_FAKE_CUDA_STATS=stats))
+    _, status, ru = os.wait4(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"FAIL 7: the big MLP on the fake GPU exited {os.waitstatus_to_exitcode(status)}")
+    rss = ru.ru_maxrss * 1024
+    fs, rg, rc = json.load(open(stats)), json.load(open(rep)), json.load(open(cpu_rep))
+    arena, staging = rg["planned_peak_bytes"], rg["device"]["host_staging_bytes"]
+    largest = max(os.path.getsize(os.path.join(d, "params-fake", f)) for f in os.listdir(os.path.join(d, "params-fake")))
+    host = rss - fs["device_peak_bytes"]
+    problems = []
+    if rg["measured_peak_bytes"] != arena:
+        problems.append(f"measured {rg['measured_peak_bytes']} != planned {arena}")
+    if rg["losses"] != rc["losses"]:
+        problems.append(f"losses {rg['losses']} vs the CPU's {rc['losses']}")
+    if npys(os.path.join(d, "params-fake")).keys() != npys(os.path.join(d, "params-cpu")).keys():
+        problems.append("different parameter files")
+    else:
+        worst = max(rel(npys(os.path.join(d, "params-fake"))[k], v) for k, v in npys(os.path.join(d, "params-cpu")).items())
+        if worst > TOL:
+            problems.append(f"parameters differ from the CPU's by {worst:.2e}")
+    if staging > 16 << 20 or fs["pinned_peak_bytes"] > staging:
+        problems.append(f"pinned host memory {fs['pinned_peak_bytes']} (staging {staging}): more than the staging")
+    if rg["host_readback_peak_bytes"] > largest + 128:
+        problems.append(f"read back {rg['host_readback_peak_bytes']} bytes at once, the largest tensor is {largest}")
+    if arena < 8 * (staging + largest):
+        problems.append(f"the arena ({arena}) is too small for this check to mean anything")
+    if host > arena // 2:
+        problems.append(f"peak RSS {rss} less device memory {fs['device_peak_bytes']} = {host} bytes of host memory, "
+                        f"over half the arena ({arena}): a host copy of the arena?")
+    if problems:
+        raise SystemExit("FAIL 7: " + "; ".join(problems))
+    print(f"ok 7: arena {arena / 2**20:.1f} MiB on the device; host: pinned {fs['pinned_peak_bytes'] / 2**20:.1f} MiB (staging), "
+          f"largest read-back {rg['host_readback_peak_bytes'] / 2**20:.1f} MiB, peak RSS {rss / 2**20:.1f} MiB of which "
+          f"{fs['device_peak_bytes'] / 2**20:.1f} MiB is the fake's device memory: {host / 2**20:.1f} MiB on the host")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@
  *
  * Other knobs (environment): CKRT_FAKE_CUDA_SM (compute capability, default 90),
  * CKRT_FAKE_CUDA_MEM (device bytes, default 80 GiB), CKRT_FAKE_NVRTC_ARCHS (the architectures
- * "NVRTC" supports, default 75,80,86,89,90,100,120). Rules it enforces besides ordering: a GEMM
+ * "NVRTC" supports, default 75,80,86,89,90,100,120), CKRT_FAKE_CUDA_STATS (a file for the peaks of
+ * device and pinned memory, written at exit). Rules it enforces besides ordering: a GEMM
  * needs a workspace set with cublasSetWorkspace inside device memory (else cuBLAS would allocate
  * memory outside the plan); compiling needs libnvrtc-builtins.so.M.99 already loaded or on the
  * loader path (as the real NVRTC, which opens it by name; this NVRTC says it is version M.99, so
@@ -74,6 +75,7 @@ static struct {
     int inited, sm, sticky;
     uint64_t seed;
     size_t total, used;
+    size_t device_peak, pinned, pinned_peak; /* CKRT_FAKE_CUDA_STATS */
     alloc a[MAX_ALLOCS];
     struct CUstream_st *streams[16];
     int n_streams;
@@ -99,6 +101,16 @@ static void init_once(void) {
     F.used = CONTEXT_BYTES;
     e = getenv("CKRT_FAKE_CUDA_SEED");
     F.seed = e ? strtoull(e, NULL, 10) : 0;
+}
+
+/* CKRT_FAKE_CUDA_STATS=FILE: at exit, the peaks of device and pinned host memory the program
+ * allocated, as JSON (the context's own CONTEXT_BYTES not counted). */
+__attribute__((destructor)) static void write_stats(void) {
+    const char *path = getenv("CKRT_FAKE_CUDA_STATS");
+    FILE *f = path && F.inited ? fopen(path, "w") : NULL;
+    if (!f) return;
+    fprintf(f, "{\"device_peak_bytes\": %zu, \"pinned_peak_bytes\": %zu}\n", F.device_peak, F.pinned_peak);
+    fclose(f);
 }
 
 /* ---------------------------------------------------------------- streams, ops, events */
@@ -128,6 +140,7 @@ typedef struct op {
     const void *src;
     unsigned char *staged; /* a pageable source, captured at enqueue time */
     size_t bytes;
+    unsigned char value; /* OP_MEMSET */
     struct CUevent_st *ev;
     struct CUstream_st *dep; /* OP_WAIT: runnable once dep has run dep_pos ops */
     uint64_t dep_pos;
@@ -209,7 +222,7 @@ static void run_one(struct CUstream_st *s) {
                         o.g.alpha, o.g.a + i * o.g.sa, o.g.lda, o.g.b + i * o.g.sb, o.g.ldb, o.g.beta, o.g.c + i * o.g.sc, o.g.ldc);
         break;
     case OP_COPY: memcpy(o.dst, o.staged ? o.staged : o.src, o.bytes); free(o.staged); break;
-    case OP_MEMSET: memset(o.dst, 0, o.bytes); break;
+    case OP_MEMSET: memset(o.dst, o.value, o.bytes); break;
     case OP_RECORD: o.ev->tick = ++F.clock; break;
     case OP_WAIT: break;
     }
@@ -287,6 +300,9 @@ static CUresult add_alloc(void **p, size_t bytes, int pinned) {
             memset(m, pinned ? 0 : 0x5A, bytes); /* device garbage: nothing may rely on it */
             F.a[i] = (alloc){m, bytes, pinned};
             if (!pinned) F.used += bytes;
+            else F.pinned += bytes;
+            if (F.used - CONTEXT_BYTES > F.device_peak) F.device_peak = F.used - CONTEXT_BYTES;
+            if (F.pinned > F.pinned_peak) F.pinned_peak = F.pinned;
             *p = m;
             return CUDA_SUCCESS;
         }
@@ -300,6 +316,7 @@ static CUresult drop_alloc(void *p, int pinned) {
             for (int k = 0; k < F.n_streams; k++)
                 if (F.streams[k]) sync_stream(F.streams[k]);
             if (!pinned) F.used -= F.a[i].bytes;
+            else F.pinned -= F.a[i].bytes;
             free(p);
             F.a[i] = (alloc){0};
             return CUDA_SUCCESS;
@@ -367,9 +384,8 @@ CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream s)
 }
 CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t bytes, CUstream s) {
     STICKY();
-    if (v != 0) return say("cuMemsetD8Async: only zero fills are emulated"), CUDA_ERROR_NOT_SUPPORTED;
     if (!is_device(d, bytes)) return say("cuMemsetD8Async at %p: not device memory", (void *)(uintptr_t)d), CUDA_ERROR_INVALID_VALUE;
-    enqueue(s, (op){.kind = OP_MEMSET, .dst = (void *)(uintptr_t)d, .bytes = bytes});
+    enqueue(s, (op){.kind = OP_MEMSET, .dst = (void *)(uintptr_t)d, .bytes = bytes, .value = v});
     return CUDA_SUCCESS;
 }
 
@@ -420,6 +436,11 @@ CUresult cuStreamWaitEvent(CUstream hs, CUevent e, unsigned flags) {
     if (!e->recorded) return CUDA_SUCCESS; /* waiting for a never-recorded event waits for nothing */
     enqueue(hs, (op){.kind = OP_WAIT, .dep = e->s, .dep_pos = e->pos});
     return CUDA_SUCCESS;
+}
+CUresult cuEventSynchronize(CUevent e) {
+    STICKY();
+    if (e->recorded) advance(e->s, e->pos);
+    return F.sticky ? (CUresult)F.sticky : CUDA_SUCCESS;
 }
 CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
     if (!a->recorded || !b->recorded || a->s->done < a->pos || b->s->done < b->pos) return CUDA_ERROR_NOT_READY;

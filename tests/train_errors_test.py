@@ -115,7 +115,8 @@ else:
     offloads = open(f"{nd}/trainer.c").read().count("ckrt_offload(c, H + 0,") if p2.returncode == 0 else 0
     r = run([f"{nd}/trainer", "--steps", "1"]) if p2.returncode == 0 else p2
     check("a NaN in an offloaded, checkpointed model is named at its producer, not at an Offload",
-          offloads == 1 and r.returncode == 2 and "first non-finite tensor: node '/head/MatMul'" in r.stderr, f"offloads at H+0: {offloads}; "
+          offloads == 1 and r.returncode == 2 and "first non-finite tensor: node '/head/MatMul'" in r.stderr
+          and r.stderr.count("/head/MatMul") == 1, f"offloads at H+0: {offloads}; "
           f"rc={r.returncode} {r.stderr!r}")
 
     # --mem-limit SIZE: the planned arena (+ host pool) against SIZE before anything is allocated

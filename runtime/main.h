@@ -1,0 +1,60 @@
+/* main.h — private to ckrt_main's sources (libckrt): the state of one run and what its parts
+ * call of each other.
+ *
+ *   main.c         the run: device, memory, the steps, the high-water mark, then the files
+ *   main_flags.c   the command line (usage, flags, sizes)
+ *   main_files.c   weights in and out, inputs, .npy dumps, the --dump-grads buffers
+ *   main_report.c  the summary table and the report JSON
+ */
+#ifndef CKRT_MAIN_H
+#define CKRT_MAIN_H
+
+#include "ckrt.h"
+#include "ckrt_dp.h"
+
+#include <stdbool.h>
+
+typedef struct run {
+    const ckrt_program *p;
+    ckrt_ctx c;
+    const char *input_file[64];
+    const char *dump_dir, *report, *weights, *grads_dir, *params_dir, *save_weights, *timeline;
+    uint64_t seed;
+    int64_t steps;
+    int allow_nonfinite;
+    int64_t mem_limit;             /* --mem-limit in bytes; 0: none */
+    const char *device;            /* --device: "cpu", "cuda" or NULL (cuda when usable) */
+    int tf32;
+    char device_line[600];         /* "device: ...", the first line printed once the run starts */
+    double *losses;
+    double *step_seconds;
+    int64_t measured;
+    int from_file[64];
+    ckrt_dp *dp;                   /* data-parallel programs (ckptc --data-parallel); NULL otherwise */
+    unsigned char *grad_block;     /* --dump-grads: the host copies of the last step's gradients */
+} run;
+
+static inline bool training(const run *r) { return r->p->forward != NULL; }
+
+/* main_flags.c */
+int ckrt_run_parse_args(run *r, int argc, char **argv);
+
+/* main_files.c */
+int ckrt_run_load_weights(run *r);
+int ckrt_run_save_weights(run *r);
+int ckrt_run_load_inputs(run *r);
+int ckrt_run_ensure_dir(ckrt_ctx *c, const char *dir);
+int ckrt_run_write_arena_npy(ckrt_ctx *c, const char *path, ckrt_dtype dt, int rank, const int64_t *dims, int64_t offset);
+int ckrt_run_write_npys(run *r, const char *dir, bool grads);
+int ckrt_run_alloc_grad_dump(run *r);
+void ckrt_run_free_grad_dump(run *r);
+int64_t ckrt_run_numel(int rank, const int64_t *dims);
+void ckrt_run_shape_str(char *buf, size_t n, int rank, const int64_t *dims);
+
+/* main_report.c */
+void ckrt_run_print_summary(const run *r);
+int ckrt_run_write_report(run *r);
+const char *ckrt_run_bytes_str(char *buf, size_t n, int64_t b); /* "N bytes (X.Y MiB)" */
+double ckrt_run_now(void);                                      /* seconds, monotonic */
+
+#endif

@@ -1,0 +1,141 @@
+/* main_flags.c — ckrt_main's command line: the usage texts (inference and training programs take
+ * different flags), getopt_long, integers and sizes (512MiB, 2GB, bytes).
+ */
+#include "main.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *usage_infer =
+    "usage: %s [--input NAME=FILE.npy]... [--seed S] [--dump-outputs DIR] [--report FILE.json]\n"
+    "          [--weights FILE] [--help]\n"
+    "\n"
+    "  --input NAME=FILE.npy  feed input NAME (dtype and shape must match exactly)\n"
+    "  --seed S               seed for inputs not given (default 0)\n"
+    "  --dump-outputs DIR     write every output to DIR/NAME.npy\n"
+    "  --report FILE.json     write planned and measured peak memory and timings\n"
+    "  --weights FILE         weights file (default: weights.bin next to this program)\n"
+    "  --mem-limit SIZE       refuse to start when the planned memory is over SIZE (512MiB, 2GB, bytes)\n"
+    "  --device cpu|cuda      where to run (default: cuda when a GPU is usable, else cpu)\n"
+    "  --tf32                 CUDA: let cuBLAS use TF32 tensor cores (faster, ~1e-3 relative error)\n";
+
+static const char *usage_train =
+    "usage: %s [--steps N] [--input NAME=FILE.npy]... [--seed S] [--dump-grads DIR] [--dump-params DIR]\n"
+    "          [--report FILE.json] [--save-weights FILE] [--weights FILE] [--allow-nonfinite] [--help]\n"
+    "\n"
+    "  --steps N              training steps on the same batch (default 1)\n"
+    "  --input NAME=FILE.npy  feed input NAME (dtype and shape must match exactly)\n"
+    "  --seed S               seed for inputs not given and for dropout (default 0)\n"
+    "  --dump-grads DIR       gradients of the last step, each as its update reads it: DIR/PARAM.npy\n"
+    "  --dump-params DIR      parameters and buffers after training: DIR/NAME.npy\n"
+    "  --report FILE.json     losses, planned and measured peak memory, timings\n"
+    "  --save-weights FILE    write the trained weights (loadable with --weights)\n"
+    "  --weights FILE         weights file (default: weights.bin next to this program)\n"
+    "  --allow-nonfinite      keep going when the loss is NaN or infinite\n"
+    "  --timeline FILE.svg    draw the planned live memory over the step\n"
+    "  --mem-limit SIZE       refuse to start when the planned memory is over SIZE (512MiB, 2GB, bytes)\n"
+    "  --device cpu|cuda      where to run (default: cuda when a GPU is usable, else cpu)\n"
+    "  --tf32                 CUDA: let cuBLAS use TF32 tensor cores (faster, ~1e-3 relative error)\n";
+
+/* ---------------------------------------------------------------- flags */
+
+static int parse_u64(ckrt_ctx *c, const char *flag, const char *s, uint64_t *out, uint64_t min) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || !*s || s[0] == '-' || v < min)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "%s '%s': expected an integer >= %llu", flag, s, (unsigned long long)min);
+    *out = v;
+    return CKRT_OK;
+}
+
+/* SIZE as ckptc reads it: bytes, or a number with a binary (KiB, MiB, GiB, TiB) or decimal (KB,
+ * MB, GB, TB) unit; B alone is bytes. */
+static int parse_size(ckrt_ctx *c, const char *flag, const char *s, int64_t *out) {
+    static const struct { const char *u; double m; } units[] = {
+        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+        {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!errno && end != s && v > 0 && s[0] >= '0' && s[0] <= '9')
+        for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
+            if (!strcmp(end, units[k].u)) {
+                double b = v * units[k].m;
+                if (b < 1 || b >= 9e18) break;
+                *out = (int64_t)b;
+                return CKRT_OK;
+            }
+    return ckrt_fail(c, CKRT_ERR_USAGE, "%s '%s': expected a size such as 512MiB, 2GB or 1000000 (units B, KiB, MiB, GiB, KB, MB, GB)",
+                     flag, s);
+}
+
+int ckrt_run_parse_args(run *r, int argc, char **argv) {
+    static const struct option opts[] = {
+        {"input", required_argument, 0, 'i'},  {"seed", required_argument, 0, 's'},        {"dump-outputs", required_argument, 0, 'o'},
+        {"report", required_argument, 0, 'r'}, {"weights", required_argument, 0, 'w'},    {"steps", required_argument, 0, 'n'},
+        {"dump-grads", required_argument, 0, 'g'}, {"dump-params", required_argument, 0, 'p'},
+        {"save-weights", required_argument, 0, 'W'}, {"allow-nonfinite", no_argument, 0, 'A'},
+        {"timeline", required_argument, 0, 'T'}, {"mem-limit", required_argument, 0, 'M'},
+        {"device", required_argument, 0, 'D'}, {"tf32", no_argument, 0, 'F'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    ckrt_ctx *c = &r->c;
+    int ch;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        const char *opt = argv[optind - 1];
+        bool train_only = ch == 'n' || ch == 'g' || ch == 'p' || ch == 'W' || ch == 'A' || ch == 'T';
+        if (train_only && !training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "%s: this is an inference program (see --help)", opt);
+        if (ch == 'o' && training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "--dump-outputs: a training program's output is its loss; see --report");
+        switch (ch) {
+        case 'i': {
+            const char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg || !eq[1]) return ckrt_fail(c, CKRT_ERR_USAGE, "--input '%s': expected NAME=FILE.npy", optarg);
+            int k = 0;
+            while (k < r->p->n_inputs && (strncmp(r->p->inputs[k].name, optarg, (size_t)(eq - optarg)) != 0 ||
+                                          r->p->inputs[k].name[eq - optarg] != 0))
+                k++;
+            if (k == r->p->n_inputs || k >= 64) {
+                char names[512] = "";
+                for (int j = 0; j < r->p->n_inputs; j++)
+                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "", r->p->inputs[j].name);
+                return ckrt_fail(c, CKRT_ERR_USAGE, "--input: the model has no input named '%.*s' (inputs: %s)",
+                                 (int)(eq - optarg), optarg, names);
+            }
+            r->input_file[k] = eq + 1;
+            break;
+        }
+        case 's': CKRT_TRY(parse_u64(c, "--seed", optarg, &r->seed, 0)); break;
+        case 'n': {
+            uint64_t v = 0;
+            CKRT_TRY(parse_u64(c, "--steps", optarg, &v, 1));
+            if (v > 100000000) return ckrt_fail(c, CKRT_ERR_USAGE, "--steps %llu: at most 100000000", (unsigned long long)v);
+            r->steps = (int64_t)v;
+            break;
+        }
+        case 'o': r->dump_dir = optarg; break;
+        case 'r': r->report = optarg; break;
+        case 'w': r->weights = optarg; break;
+        case 'g': r->grads_dir = optarg; break;
+        case 'p': r->params_dir = optarg; break;
+        case 'W': r->save_weights = optarg; break;
+        case 'A': r->allow_nonfinite = 1; break;
+        case 'T': r->timeline = optarg; break;
+        case 'M': CKRT_TRY(parse_size(c, "--mem-limit", optarg, &r->mem_limit)); break;
+        case 'D':
+            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
+                return ckrt_fail(c, CKRT_ERR_USAGE, "--device '%s': expected cpu or cuda", optarg);
+            r->device = optarg;
+            break;
+        case 'F': r->tf32 = 1; break;
+        case 'h': printf(training(r) ? usage_train : usage_infer, argv[0]); return -1;
+        case ':': return ckrt_fail(c, CKRT_ERR_USAGE, "option '%s' needs a value", opt);
+        default: return ckrt_fail(c, CKRT_ERR_USAGE, "unknown option '%s' (see --help)", opt);
+        }
+    }
+    if (optind < argc) return ckrt_fail(c, CKRT_ERR_USAGE, "unexpected argument '%s' (see --help)", argv[optind]);
+    return CKRT_OK;
+}
