@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ckrt_kernels.h, ckrt_kernels_move.h, ckrt_kernels_train.h, ckrt_kernels_gpu.h (generated) */
+/* ckrt_kernels_ops.h, ckrt_kernels.h, then the other ckrt_kernels_*.h (generated) */
 extern const char *const ck_kernel_header_names[];
 extern const char *const ck_kernel_header_texts[];
 extern const int ck_kernel_header_count;
