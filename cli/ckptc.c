@@ -12,6 +12,7 @@
 #include "ck_codegen.h"
 #include "compare.h"
 #include "ck_frontend.h"
+#include "ckrt_util.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -144,27 +145,11 @@ static bool parse_dim(const char *arg, ck_dim_binding *b) {
 
 /* ---------------------------------------------------------------- printing */
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
-static void json_shape(FILE *f, const ck_value *v) {
-    fputc('[', f);
-    for (int i = 0; i < v->rank; i++) fprintf(f, i ? ",%lld" : "%lld", (long long)v->dims[i]);
-    fputc(']', f);
-}
-
 static void json_value(FILE *f, const ck_value *v) {
     fprintf(f, "{\"name\":");
-    json_str(f, v->name);
+    ckrt_json_str(f, v->name);
     fprintf(f, ",\"dtype\":\"%s\",\"shape\":", ck_dtype_name(v->dtype));
-    json_shape(f, v);
+    ckrt_json_i64s(f, v->rank, v->dims, ",");
     fprintf(f, "}");
 }
 
@@ -189,11 +174,11 @@ static void print_json(FILE *f, const ck_graph *g, const char *path) {
     stats s;
     gather_stats(g, &s);
     fprintf(f, "{\n  \"model\": ");
-    json_str(f, path);
+    ckrt_json_str(f, path);
     fprintf(f, ",\n  \"producer\": ");
-    json_str(f, g->producer_name);
+    ckrt_json_str(f, g->producer_name);
     fprintf(f, ",\n  \"producer_version\": ");
-    json_str(f, g->producer_version);
+    ckrt_json_str(f, g->producer_version);
     fprintf(f, ",\n  \"ir_version\": %lld,\n  \"opset\": %lld,\n", (long long)g->ir_version, (long long)g->opset);
     fprintf(f, "  \"onnx_nodes\": %d,\n  \"nodes_after_folding\": %d,\n", g->onnx_nodes, g->n_nodes);
     fprintf(f, "  \"inputs\": [");
@@ -222,11 +207,11 @@ static void print_json(FILE *f, const ck_graph *g, const char *path) {
     for (int i = 0; i < g->n_nodes; i++) {
         const ck_node *n = g->nodes[i];
         fprintf(f, "    {\"name\": ");
-        json_str(f, n->name);
+        ckrt_json_str(f, n->name);
         fprintf(f, ", \"op\": \"%s\", \"inputs\": [", ck_ops[n->op].onnx_name);
         for (int k = 0; k < n->n_in; k++) {
             fprintf(f, k ? ", " : "");
-            if (n->in[k]) json_str(f, n->in[k]->name);
+            if (n->in[k]) ckrt_json_str(f, n->in[k]->name);
             else fprintf(f, "null");
         }
         fprintf(f, "], \"outputs\": [");
@@ -697,26 +682,6 @@ static ck_status compile(const char *path, const ck_load_options *lo, const ck_o
     return st;
 }
 
-/* "512MiB", "2GiB", "1.5GB", "1000000" (bytes): binary (KiB, MiB, GiB) and decimal (KB, MB, GB)
- * units, B optional. */
-static bool parse_size(const char *s, int64_t *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v > 0)) return false;
-    static const struct { const char *u; double m; } units[] = {{"", 1},       {"B", 1},          {"KiB", 1024.0},
-                                                                 {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"KB", 1e3},
-                                                                 {"MB", 1e6},  {"GB", 1e9},       {"TiB", 1099511627776.0}};
-    for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
-        if (!strcmp(end, units[k].u)) {
-            double b = v * units[k].m;
-            if (b >= 9e18) return false;
-            *out = (int64_t)b;
-            return *out > 0;
-        }
-    return false;
-}
-
 static bool parse_double(const char *s, double lo, double *out) {
     char *end;
     errno = 0;
@@ -812,7 +777,7 @@ static int cmd_compile(int argc, char **argv) {
                 if (end == optarg + 6 || *end || k < 1 || k > 1000000) return user_error("--checkpoint '%s': every:K needs K >= 1", optarg);
                 o.checkpoint = CK_CKPT_EVERY, o.checkpoint_k = (int)k;
             } else if (!strncmp(optarg, "budget:", 7)) {
-                if (!parse_size(optarg + 7, &o.budget)) return user_error("--checkpoint '%s': budget:SIZE needs a size such as 512MiB, 2GiB or 1000000", optarg);
+                if (!ckrt_parse_size(optarg + 7, &o.budget)) return user_error("--checkpoint '%s': budget:SIZE needs a size such as 512MiB, 2GiB or 1000000", optarg);
                 o.checkpoint = CK_CKPT_BUDGET;
             } else if (!strncmp(optarg, "nodes:", 6) && optarg[6]) {
                 o.checkpoint = CK_CKPT_NODES, o.checkpoint_regex = optarg + 6;
@@ -840,7 +805,7 @@ static int cmd_compile(int argc, char **argv) {
             break;
         case O_UPDATE_AT_END: o.update_at_end = true; break;
         case O_DP_BUCKET:
-            if (!parse_size(optarg, &o.dp_bucket_bytes) || o.dp_bucket_bytes < 1024 || o.dp_bucket_bytes > (1ll << 30))
+            if (!ckrt_parse_size(optarg, &o.dp_bucket_bytes) || o.dp_bucket_bytes < 1024 || o.dp_bucket_bytes > (1ll << 30))
                 return user_error("--dp-bucket '%s': expected a size from 1KiB to 1GiB, e.g. 25MiB", optarg);
             break;
         case 'h': fputs(usage_compile, stdout); return 0;

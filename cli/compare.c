@@ -2,12 +2,17 @@
  * side, each column with its ratio to the first, and optionally their memory timelines in one
  * picture.
  *
- * The reports are JSON written by libckrt; a small recursive-descent reader (objects, arrays,
- * strings, numbers, true/false/null) is all this needs, with depth and size limits so a hostile
- * file gets an error, not a crash.
+ * The reports are JSON written by libckrt; they are read with cJSON (Debian libcjson-dev), the
+ * only thing the CLI links that generated programs do not. A report is checked before anything
+ * is printed: one JSON value and nothing after it, an object with a numeric planned_peak_bytes,
+ * and every member the table or the picture reads of the type it needs. Anything else is one
+ * `ckptc: error:` line naming the file (exit 2). Names (the policy, e.g. nodes:REGEX) keep every
+ * character: \u escapes are decoded to UTF-8 and the columns are counted in characters.
  */
 #include "compare.h"
 #include "ckrt.h"
+
+#include <cjson/cJSON.h>
 
 #include <errno.h>
 #include <math.h>
@@ -15,176 +20,157 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jkind;
+#define COL 22 /* characters per column */
 
-typedef struct jval {
-    jkind kind;
-    double num;
-    char *str;
-    int n;
-    struct jval *items;  /* array items or object values */
-    char **keys;         /* object keys */
-} jval;
+typedef enum { T_NUM, T_STR, T_OBJ, T_NUMS } jtype; /* T_NUMS: an array of numbers */
 
-typedef struct jparser {
-    const char *p, *end;
-    int depth;
-    const char *err;
-} jparser;
+/* The table's rows: numbers, ratios to the first report's. */
+static const struct { const char *label, *k1, *k2; bool bytes; } rows[] = {
+    {"planned peak (bytes)", "planned_peak_bytes", NULL, true},
+    {"measured peak (bytes)", "measured_peak_bytes", NULL, true},
+    {"  params", "breakdown", "params", true},
+    {"  grads", "breakdown", "grads", true},
+    {"  optimizer state", "breakdown", "optimizer_state", true},
+    {"  saved activations", "breakdown", "saved_activations", true},
+    {"  transient", "breakdown", "transient", true},
+    {"  workspace", "breakdown", "workspace", true},
+    {"host offload pool", "host_offload_peak_bytes", NULL, true},
+    {"offloaded per step", "offload_bytes_per_step", NULL, true},
+    {"forward FLOPs", "forward_flops", NULL, false},
+    {"recompute FLOPs", "recompute_flops", NULL, false},
+    {"backward FLOPs", "backward_flops", NULL, false},
+    {"step time (ms, median)", "step_time_ms", NULL, false},
+    /* data-parallel reports (docs/data-parallel.md): shown when a report has them */
+    {"ranks (data parallel)", "data_parallel", "ranks", false},
+    {"comm staging (bytes)", "data_parallel_plan", "staging_bytes", true},
+    {"comm time (ms, median)", "data_parallel", "comm_time_ms", false},
+};
+#define N_ROWS (sizeof rows / sizeof rows[0])
 
-static void jfree(jval *v) {
-    free(v->str);
-    for (int i = 0; i < v->n; i++) {
-        jfree(&v->items[i]);
-        if (v->keys) free(v->keys[i]);
-    }
-    free(v->items);
-    free(v->keys);
+/* The other members read (the column names, the final loss, the picture) and their types. */
+static const struct { const char *k1, *k2; jtype type; } others[] = {
+    {"policy", NULL, T_STR}, {"losses", NULL, T_NUMS}, {"timeline", NULL, T_OBJ},
+    {"timeline", "bytes", T_NUMS}, {"timeline", "recompute_steps", T_NUMS}, {"timeline", "backward_step", T_NUM}};
+#define N_OTHERS (sizeof others / sizeof others[0])
+
+static const cJSON *member(const cJSON *o, const char *k1, const char *k2) {
+    const cJSON *v = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, k1) : NULL;
+    return k2 ? (cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, k2) : NULL) : v;
 }
 
-static void ws(jparser *j) {
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r')) j->p++;
+static double num(const cJSON *o, const char *k1, const char *k2) {
+    const cJSON *v = member(o, k1, k2);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
-static bool parse(jparser *j, jval *v);
-
-static char *parse_str(jparser *j) {
-    if (j->p >= j->end || *j->p != '"') return j->err = "expected a string", NULL;
-    j->p++;
-    size_t cap = 16, n = 0;
-    char *s = malloc(cap);
-    while (s && j->p < j->end && *j->p != '"') {
-        char ch = *j->p++;
-        if (ch == '\\' && j->p < j->end) {
-            char e = *j->p++;
-            ch = e == 'n' ? '\n' : e == 't' ? '\t' : e;
-            if (e == 'u') { /* \uXXXX: keep ASCII, replace the rest */
-                unsigned code = 0;
-                for (int k = 0; k < 4 && j->p < j->end; k++, j->p++)
-                    code = code * 16 + (unsigned)(*j->p <= '9' ? *j->p - '0' : (*j->p | 32) - 'a' + 10);
-                ch = code < 128 ? (char)code : '?';
-            }
-        }
-        if (n + 2 > cap) {
-            char *t = realloc(s, cap *= 2);
-            if (!t) break;
-            s = t;
-        }
-        s[n++] = ch;
-    }
-    if (!s || j->p >= j->end) {
-        free(s);
-        return j->err = "unterminated string", NULL;
-    }
-    j->p++;
-    s[n] = 0;
-    return s;
-}
-
-static bool parse_list(jparser *j, jval *v, bool obj) {
-    j->p++;
-    v->kind = obj ? J_OBJ : J_ARR;
-    int cap = 0;
-    ws(j);
-    if (j->p < j->end && *j->p == (obj ? '}' : ']')) {
-        j->p++;
+static bool has_type(const cJSON *v, jtype t) {
+    const cJSON *e;
+    switch (t) {
+    case T_NUM: return cJSON_IsNumber(v);
+    case T_STR: return cJSON_IsString(v);
+    case T_OBJ: return cJSON_IsObject(v);
+    case T_NUMS:
+        if (!cJSON_IsArray(v)) return false;
+        cJSON_ArrayForEach(e, v) if (!cJSON_IsNumber(e)) return false;
         return true;
     }
-    for (;;) {
-        if (v->n == cap) {
-            cap = cap ? cap * 2 : 8;
-            jval *it = realloc(v->items, sizeof *it * (size_t)cap);
-            char **ks = obj ? realloc(v->keys, sizeof *ks * (size_t)cap) : NULL;
-            if (!it || (obj && !ks)) return j->err = "out of memory", false;
-            v->items = it;
-            if (obj) v->keys = ks;
-        }
-        ws(j);
-        if (obj) {
-            char *k = parse_str(j);
-            if (!k) return false;
-            v->keys[v->n] = k;
-            ws(j);
-            if (j->p >= j->end || *j->p != ':') {
-                free(k);
-                return j->err = "expected ':'", false;
-            }
-            j->p++;
-        }
-        memset(&v->items[v->n], 0, sizeof v->items[v->n]);
-        if (!parse(j, &v->items[v->n])) {
-            if (obj) free(v->keys[v->n]);
-            jfree(&v->items[v->n]);
-            return false;
-        }
-        v->n++;
-        ws(j);
-        if (j->p < j->end && *j->p == ',') {
-            j->p++;
+    return false;
+}
+
+/* The whole file, NUL-terminated; NULL with a message in err. */
+static char *read_file(const char *path, size_t *len, char *err, size_t errn) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return snprintf(err, errn, "cannot open '%s': %s", path, strerror(errno)), NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *t = realloc(buf, cap *= 2);
+        if (!t) free(buf);
+        buf = t;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!buf) return snprintf(err, errn, "'%s': out of memory", path), NULL;
+    if (bad) return free(buf), snprintf(err, errn, "cannot read '%s'", path), NULL;
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* Line and column (from 1) of byte at in buf. */
+static void where(const char *buf, const char *at, int *line, int *col) {
+    *line = 1, *col = 1;
+    for (const char *p = buf; p < at; p++) *p == '\n' ? (*line += 1, *col = 1) : (*col += 1);
+}
+
+static const char *type_name(jtype t) {
+    return t == T_NUM ? "a number" : t == T_STR ? "a string" : t == T_OBJ ? "an object" : "an array of numbers";
+}
+
+/* Where root has k1 (.k2), it is of type t (and k1 an object); false with a message in err. */
+static bool member_ok(const cJSON *root, const char *k1, const char *k2, jtype t, const char *path, char *err, size_t errn) {
+    const cJSON *parent = member(root, k1, NULL), *v = member(root, k1, k2);
+    if (k2 && parent && !cJSON_IsObject(parent))
+        return snprintf(err, errn, "'%s': \"%s\" is not %s", path, k1, type_name(T_OBJ)), false;
+    if (v && !has_type(v, t))
+        return snprintf(err, errn, "'%s': \"%s%s%s\" is not %s", path, k1, k2 ? "." : "", k2 ? k2 : "", type_name(t)), false;
+    return true;
+}
+
+/* One report, checked; NULL with a message naming the file in err. */
+static cJSON *load(const char *path, char *err, size_t errn) {
+    size_t n = 0;
+    char *buf = read_file(path, &n, err, errn);
+    if (!buf) return NULL;
+    const char *end = NULL;
+    int line, col;
+    cJSON *root = cJSON_ParseWithLengthOpts(buf, n, &end, false);
+    if (!root) {
+        where(buf, end ? end : buf + n, &line, &col);
+        snprintf(err, errn, "'%s': not valid JSON at line %d, column %d", path, line, col);
+        return free(buf), NULL;
+    }
+    while (end < buf + n && (*end == ' ' || *end == '\n' || *end == '\t' || *end == '\r')) end++;
+    if (end < buf + n) {
+        where(buf, end, &line, &col);
+        snprintf(err, errn, "'%s': unexpected text after the JSON value at line %d, column %d", path, line, col);
+        return free(buf), cJSON_Delete(root), NULL;
+    }
+    free(buf);
+    if (!cJSON_IsObject(root) || !member(root, "planned_peak_bytes", NULL)) {
+        snprintf(err, errn, "'%s': not a trainer report (no planned_peak_bytes)", path);
+        return cJSON_Delete(root), NULL;
+    }
+    for (size_t k = 0; k < N_ROWS + N_OTHERS; k++) {
+        bool row = k < N_ROWS;
+        const char *k1 = row ? rows[k].k1 : others[k - N_ROWS].k1, *k2 = row ? rows[k].k2 : others[k - N_ROWS].k2;
+        if (!member_ok(root, k1, k2, row ? T_NUM : others[k - N_ROWS].type, path, err, errn)) return cJSON_Delete(root), NULL;
+    }
+    return root;
+}
+
+/* s right-aligned in COL characters (UTF-8: bytes 10xxxxxx do not count), cut to COL; control
+ * characters shown as \n, \r, \t or \xHH rather than moving the cursor. */
+static void name_cell(const char *s) {
+    char out[8 * COL + 1];
+    size_t n = 0;
+    int chars = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p & 0xc0) == 0x80) { /* the rest of a character already counted */
+            if (n + 1 < sizeof out) out[n++] = (char)*p;
             continue;
         }
-        if (j->p < j->end && *j->p == (obj ? '}' : ']')) {
-            j->p++;
-            return true;
-        }
-        return j->err = "expected ',' or a closing bracket", false;
+        char esc[8] = {(char)*p, 0};
+        if (*p < 0x20) snprintf(esc, sizeof esc, *p == '\n' ? "\\n" : *p == '\r' ? "\\r" : *p == '\t' ? "\\t" : "\\x%02x", *p);
+        size_t k = strlen(esc);
+        if (chars + (int)k > COL || n + k >= sizeof out) break;
+        memcpy(out + n, esc, k);
+        n += k, chars += (int)k;
     }
-}
-
-static bool parse(jparser *j, jval *v) {
-    memset(v, 0, sizeof *v);
-    if (++j->depth > 64) return j->err = "nested too deeply", false;
-    ws(j);
-    bool ok = true;
-    if (j->p >= j->end) j->err = "unexpected end", ok = false;
-    else if (*j->p == '{' || *j->p == '[') ok = parse_list(j, v, *j->p == '{');
-    else if (*j->p == '"') ok = (v->kind = J_STR, (v->str = parse_str(j)) != NULL);
-    else if (!strncmp(j->p, "true", 4) || !strncmp(j->p, "false", 5)) {
-        v->kind = J_BOOL, v->num = *j->p == 't';
-        j->p += *j->p == 't' ? 4 : 5;
-    } else if (!strncmp(j->p, "null", 4)) {
-        j->p += 4;
-    } else {
-        char *e;
-        v->num = strtod(j->p, &e);
-        if (e == j->p) j->err = "unexpected character", ok = false;
-        v->kind = J_NUM;
-        j->p = e;
-    }
-    j->depth--;
-    return ok;
-}
-
-static const jval *get(const jval *o, const char *key) {
-    if (!o || o->kind != J_OBJ) return NULL;
-    for (int i = 0; i < o->n; i++)
-        if (!strcmp(o->keys[i], key)) return &o->items[i];
-    return NULL;
-}
-
-static double num(const jval *o, const char *k1, const char *k2) {
-    const jval *v = get(o, k1);
-    if (k2) v = get(v, k2);
-    return v && v->kind == J_NUM ? v->num : NAN;
-}
-
-static bool load(const char *path, jval *out, char *err, size_t errn) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return snprintf(err, errn, "cannot open '%s': %s", path, strerror(errno)), false;
-    char *buf = malloc(64u << 20);
-    size_t n = buf ? fread(buf, 1, 64u << 20, f) : 0;
-    fclose(f);
-    if (!buf) return snprintf(err, errn, "out of memory"), false;
-    jparser j = {buf, buf + n, 0, NULL};
-    bool ok = parse(&j, out);
-    if (ok && (out->kind != J_OBJ || !get(out, "planned_peak_bytes"))) {
-        ok = false;
-        j.err = "not a trainer report (no planned_peak_bytes)";
-        jfree(out);
-    }
-    if (!ok) snprintf(err, errn, "'%s': %s", path, j.err ? j.err : "invalid JSON");
-    free(buf);
-    return ok;
+    out[n] = 0;
+    printf(" %*s%s", COL - chars, "", out);
 }
 
 static void cell(double v, double base, bool bytes) {
@@ -204,94 +190,92 @@ static void cell(double v, double base, bool bytes) {
     }
 }
 
-int ck_compare(int n, char **paths, const char *timeline_svg) {
-    jval *r = calloc((size_t)n, sizeof *r);
-    if (!r) return 1;
-    char err[1200];
-    for (int i = 0; i < n; i++)
-        if (!load(paths[i], &r[i], err, sizeof err)) {
-            fprintf(stderr, "ckptc: error: %s\n", err);
-            for (int k = 0; k < i; k++) jfree(&r[k]);
-            free(r);
-            return 2;
-        }
-    static const struct { const char *label, *k1, *k2; bool bytes; } rows[] = {
-        {"planned peak (bytes)", "planned_peak_bytes", NULL, true},
-        {"measured peak (bytes)", "measured_peak_bytes", NULL, true},
-        {"  params", "breakdown", "params", true},
-        {"  grads", "breakdown", "grads", true},
-        {"  optimizer state", "breakdown", "optimizer_state", true},
-        {"  saved activations", "breakdown", "saved_activations", true},
-        {"  transient", "breakdown", "transient", true},
-        {"  workspace", "breakdown", "workspace", true},
-        {"host offload pool", "host_offload_peak_bytes", NULL, true},
-        {"offloaded per step", "offload_bytes_per_step", NULL, true},
-        {"forward FLOPs", "forward_flops", NULL, false},
-        {"recompute FLOPs", "recompute_flops", NULL, false},
-        {"backward FLOPs", "backward_flops", NULL, false},
-        {"step time (ms, median)", "step_time_ms", NULL, false},
-        /* data-parallel reports (docs/data-parallel.md): shown when a report has them */
-        {"ranks (data parallel)", "data_parallel", "ranks", false},
-        {"comm staging (bytes)", "data_parallel_plan", "staging_bytes", true},
-        {"comm time (ms, median)", "data_parallel", "comm_time_ms", false},
-    };
+static const char *policy_or(const cJSON *r, const char *path) {
+    const cJSON *pol = member(r, "policy", NULL);
+    return cJSON_IsString(pol) ? pol->valuestring : path;
+}
+
+static void print_table(int n, cJSON **r, char **paths) {
     printf("%-24s", "");
-    for (int i = 0; i < n; i++) {
-        const jval *pol = get(&r[i], "policy");
-        const char *nm = pol && pol->kind == J_STR ? pol->str : paths[i];
-        printf(" %22.22s", nm);
-    }
+    for (int i = 0; i < n; i++) name_cell(policy_or(r[i], paths[i]));
     printf("\n");
-    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+    for (size_t k = 0; k < N_ROWS; k++) {
         bool any = strcmp(rows[k].k1, "data_parallel") && strcmp(rows[k].k1, "data_parallel_plan");
-        for (int i = 0; i < n && !any; i++) any = !isnan(num(&r[i], rows[k].k1, rows[k].k2));
+        for (int i = 0; i < n && !any; i++) any = !isnan(num(r[i], rows[k].k1, rows[k].k2));
         if (!any) continue;
         printf("%-24s", rows[k].label);
-        double base = num(&r[0], rows[k].k1, rows[k].k2);
-        for (int i = 0; i < n; i++) cell(num(&r[i], rows[k].k1, rows[k].k2), i ? base : NAN, rows[k].bytes);
+        double base = num(r[0], rows[k].k1, rows[k].k2);
+        for (int i = 0; i < n; i++) cell(num(r[i], rows[k].k1, rows[k].k2), i ? base : NAN, rows[k].bytes);
         printf("\n");
     }
     printf("%-24s", "final loss");
     for (int i = 0; i < n; i++) {
-        const jval *l = get(&r[i], "losses");
-        cell(l && l->kind == J_ARR && l->n ? l->items[l->n - 1].num : NAN, NAN, false);
+        const cJSON *l = member(r[i], "losses", NULL);
+        int len = cJSON_GetArraySize(l);
+        cell(len ? cJSON_GetArrayItem(l, len - 1)->valuedouble : NAN, NAN, false);
     }
     printf("\n%-24s", "");
-    for (int i = 0; i < n; i++) printf(" %22.22s", paths[i]);
+    for (int i = 0; i < n; i++) name_cell(paths[i]);
     printf("\n");
-    int rc = 0;
-    if (timeline_svg) {
-        ckrt_curve *cv = calloc((size_t)n, sizeof *cv);
-        int64_t **bytes = calloc((size_t)n, sizeof *bytes);
-        int **marks = calloc((size_t)n, sizeof *marks);
-        int nc = 0;
-        for (int i = 0; cv && bytes && marks && i < n; i++) {
-            const jval *t = get(&r[i], "timeline"), *b = get(t, "bytes"), *rs = get(t, "recompute_steps");
-            if (!b || b->kind != J_ARR) {
-                fprintf(stderr, "ckptc: warning: '%s' has no timeline; left out of the picture\n", paths[i]);
-                continue;
-            }
-            bytes[nc] = malloc(sizeof(int64_t) * (size_t)(b->n + 1));
-            marks[nc] = malloc(sizeof(int) * (size_t)((rs ? rs->n : 0) + 1));
-            if (!bytes[nc] || !marks[nc]) break;
-            for (int k = 0; k < b->n; k++) bytes[nc][k] = (int64_t)b->items[k].num;
-            for (int k = 0; rs && k < rs->n; k++) marks[nc][k] = (int)rs->items[k].num;
-            const jval *pol = get(&r[i], "policy");
-            cv[nc] = (ckrt_curve){pol && pol->kind == J_STR ? pol->str : paths[i], b->n, bytes[nc],
-                                  (int)num(t, "backward_step", NULL), rs ? rs->n : 0, marks[nc]};
-            nc++;
+}
+
+/* A checked array of numbers (T_NUMS, or NULL: empty) as int64_t / int, in a new buffer. */
+static int64_t *to_i64s(const cJSON *arr) {
+    int64_t *out = malloc(sizeof *out * (size_t)(cJSON_GetArraySize(arr) + 1)), *o = out;
+    const cJSON *e;
+    if (out) cJSON_ArrayForEach(e, arr) *o++ = (int64_t)e->valuedouble;
+    return out;
+}
+
+static int *to_ints(const cJSON *arr) {
+    int *out = malloc(sizeof *out * (size_t)(cJSON_GetArraySize(arr) + 1)), *o = out;
+    const cJSON *e;
+    if (out) cJSON_ArrayForEach(e, arr) *o++ = (int)e->valuedouble;
+    return out;
+}
+
+static int write_timeline(int n, cJSON **r, char **paths, const char *svg) {
+    ckrt_curve *cv = calloc((size_t)n, sizeof *cv);
+    int64_t **bytes = calloc((size_t)n, sizeof *bytes);
+    int **marks = calloc((size_t)n, sizeof *marks);
+    int nc = 0, rc = 0;
+    for (int i = 0; cv && bytes && marks && i < n; i++) {
+        const cJSON *t = member(r[i], "timeline", NULL), *b = member(t, "bytes", NULL), *rs = member(t, "recompute_steps", NULL);
+        if (!b) {
+            fprintf(stderr, "ckptc: warning: '%s' has no timeline; left out of the picture\n", paths[i]);
+            continue;
         }
-        ckrt_ctx c = {0};
-        if (nc && ckrt_timeline_svg(&c, timeline_svg, nc, cv)) {
-            fprintf(stderr, "ckptc: error: %s\n", c.msg);
-            rc = 2;
-        } else if (nc) {
-            printf("timeline: %s\n", timeline_svg);
-        }
-        for (int i = 0; i < nc; i++) free(bytes[i]), free(marks[i]);
-        free(cv), free(bytes), free(marks);
+        bytes[nc] = to_i64s(b), marks[nc] = to_ints(rs);
+        if (!bytes[nc] || !marks[nc]) break;
+        cv[nc] = (ckrt_curve){policy_or(r[i], paths[i]), cJSON_GetArraySize(b), bytes[nc], (int)num(t, "backward_step", NULL),
+                              cJSON_GetArraySize(rs), marks[nc]};
+        nc++;
     }
-    for (int i = 0; i < n; i++) jfree(&r[i]);
+    ckrt_ctx c = {0};
+    if (nc && ckrt_timeline_svg(&c, svg, nc, cv)) {
+        fprintf(stderr, "ckptc: error: %s\n", c.msg);
+        rc = 2;
+    } else if (nc) {
+        printf("timeline: %s\n", svg);
+    }
+    for (int i = 0; bytes && marks && i < n; i++) free(bytes[i]), free(marks[i]);
+    free(cv), free(bytes), free(marks);
+    return rc;
+}
+
+int ck_compare(int n, char **paths, const char *timeline_svg) {
+    cJSON **r = calloc((size_t)n, sizeof *r);
+    if (!r) return 1;
+    char err[1200];
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        if (!(r[i] = load(paths[i], err, sizeof err))) {
+            fprintf(stderr, "ckptc: error: %s\n", err);
+            rc = 2;
+        }
+    if (!rc) print_table(n, r, paths);
+    if (!rc && timeline_svg) rc = write_timeline(n, r, paths, timeline_svg);
+    for (int i = 0; i < n; i++) cJSON_Delete(r[i]);
     free(r);
     return rc;
 }

@@ -10,6 +10,7 @@
  * (floats printed as exact hexadecimal literals).
  */
 #include "emit.h"
+#include "ckrt_util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -162,6 +163,17 @@ static int64_t io_fill_hi(const ck_graph *g, const ck_value *v) {
     return hi == INT64_MAX ? 10 : hi;
 }
 
+/* The start of a ckrt_io / ckrt_state entry: `    {"name", "file", CKRT_F32, rank, {dims}` */
+static void emit_entry_head(FILE *f, const ck_value *v, const char *file) {
+    fprintf(f, "    {");
+    c_string(f, v->name);
+    fprintf(f, ", ");
+    c_string(f, file);
+    fprintf(f, ", %s, %d, {", ck_emit_dtype(v->dtype), v->rank);
+    for (int k = 0; k < v->rank; k++) fprintf(f, k ? ", %lld" : "%lld", (long long)v->dims[k]);
+    fprintf(f, "}");
+}
+
 static void emit_io_table(FILE *f, const ck_graph *g, const char *cname, int n, ck_value *const *vs) {
     fprintf(f, "static const ckrt_io %s[] = {\n", cname);
     for (int i = 0; i < n; i++) {
@@ -174,13 +186,8 @@ static void emit_io_table(FILE *f, const ck_graph *g, const char *cname, int n, 
             sanitize(vs[k]->name, other, sizeof other);
             if (strcmp(other, file) == 0) snprintf(file + strlen(file), sizeof file - strlen(file), "_%d", i);
         }
-        fprintf(f, "    {");
-        c_string(f, v->name);
-        fprintf(f, ", ");
-        c_string(f, file);
-        fprintf(f, ", %s, %d, {", ck_emit_dtype(v->dtype), v->rank);
-        for (int k = 0; k < v->rank; k++) fprintf(f, k ? ", %lld" : "%lld", (long long)v->dims[k]);
-        fprintf(f, "}, %lld, 0, %lld},\n", (long long)v->offset, (long long)(ck_dtype_is_int(v->dtype) ? io_fill_hi(g, v) : 0));
+        emit_entry_head(f, v, file);
+        fprintf(f, ", %lld, 0, %lld},\n", (long long)v->offset, (long long)(ck_dtype_is_int(v->dtype) ? io_fill_hi(g, v) : 0));
     }
     if (n == 0) fprintf(f, "    {0},\n");
     fprintf(f, "};\n\n");
@@ -205,16 +212,6 @@ static ck_status check_nodes(const ck_graph *g, const ck_options *o, ck_diag *d,
 
 ck_status ck_codegen_check(const ck_graph *g, const ck_options *o, ck_diag *d) { return check_nodes(g, o, d, NULL); }
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 /* The plan's side of the trainer's report, as JSON members: policy, breakdown at the peak,
  * FLOPs per phase, segments, and what holds the peak. */
 static char *report_members(const ck_graph *g, const ck_options *o) {
@@ -226,7 +223,7 @@ static char *report_members(const ck_graph *g, const ck_options *o) {
     char policy[256];
     snprintf(policy, sizeof policy, "%s%s", o->policy_name ? o->policy_name : "none", p->host_bytes ? "+offload" : "");
     fprintf(f, "\"policy\": ");
-    json_str(f, policy);
+    ckrt_json_str(f, policy);
     fprintf(f, ",\n  \"breakdown\": {\"params\": %lld, \"inputs\": %lld, \"grads\": %lld, \"optimizer_state\": %lld, "
                "\"saved_activations\": %lld, \"transient\": %lld, \"workspace\": %lld},\n",
             (long long)p->bytes[CK_MEM_PARAMS], (long long)p->bytes[CK_MEM_INPUTS], (long long)p->bytes[CK_MEM_GRADS],
@@ -247,18 +244,18 @@ static char *report_members(const ck_graph *g, const ck_options *o) {
     for (int i = 0; i < g->n_segments; i++) {
         const ck_segment *sg = &g->segments[i];
         fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
-        json_str(f, sg->name);
+        ckrt_json_str(f, sg->name);
         fprintf(f, ", \"first_node\": ");
-        json_str(f, sg->first_node);
+        ckrt_json_str(f, sg->first_node);
         fprintf(f, ", \"last_node\": ");
-        json_str(f, sg->last_node);
+        ckrt_json_str(f, sg->last_node);
         fprintf(f, ", \"saved_bytes\": %lld}", (long long)sg->saved_bytes);
     }
     fprintf(f, "%s],\n", g->n_segments ? "\n  " : "");
     const ck_node *pn = g->n_nodes ? g->nodes[p->peak_step] : NULL;
     static const char *phase[] = {"forward", "backward", "update"};
     fprintf(f, "  \"peak\": {\"step\": %d, \"node\": ", p->peak_step);
-    json_str(f, pn ? pn->name : "");
+    ckrt_json_str(f, pn ? pn->name : "");
     fprintf(f, ", \"phase\": \"%s\", \"top\": [", pn ? (pn->recompute_of ? "recompute" : phase[pn->phase]) : "");
     /* the five largest buffers live at the peak */
     const ck_value *top[5] = {0};
@@ -274,9 +271,9 @@ static char *report_members(const ck_graph *g, const ck_options *o) {
     }
     for (int k = 0; k < 5 && top[k]; k++) {
         fprintf(f, "%s{\"name\": ", k ? ", " : "");
-        json_str(f, top[k]->name);
+        ckrt_json_str(f, top[k]->name);
         fprintf(f, ", \"bytes\": %lld, \"produced_by\": ", (long long)ck_value_bytes(top[k]));
-        json_str(f, top[k]->producer->name);
+        ckrt_json_str(f, top[k]->producer->name);
         fprintf(f, "}");
     }
     fprintf(f, "]}");
@@ -392,13 +389,8 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
                 if (pass && v->role != CK_ROLE_BUFFER) continue;
                 char file[256];
                 sanitize(v->name, file, sizeof file);
-                fprintf(f, "    {");
-                c_string(f, v->name);
-                fprintf(f, ", ");
-                c_string(f, file);
-                fprintf(f, ", %s, %d, {", ck_emit_dtype(v->dtype), v->rank);
-                for (int k = 0; k < v->rank; k++) fprintf(f, k ? ", %lld" : "%lld", (long long)v->dims[k]);
-                fprintf(f, "}, %lld, %lld},\n", (long long)v->offset, (long long)(pass ? -1 : g->train_grads[i]->offset));
+                emit_entry_head(f, v, file);
+                fprintf(f, ", %lld, %lld},\n", (long long)v->offset, (long long)(pass ? -1 : g->train_grads[i]->offset));
                 n_state++;
             }
         if (!n_state) fprintf(f, "    {0},\n");
@@ -455,24 +447,6 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
     return CK_OK;
 }
 
-/* The same function as ckrt_checksum (runtime/core.c): FNV-1a over 8-byte words, the tail's bytes
- * one by one. checksum_more carries the state across pieces of one stream: every piece but the
- * last must be a multiple of 8 bytes. */
-#define FNV_OFFSET 1469598103934665603ull
-static uint64_t checksum_more(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = data;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 1099511628211ull;
-    }
-    for (; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
-static uint64_t checksum(const void *data, size_t n) { return checksum_more(FNV_OFFSET, data, n); }
-
 static bool in_weights(const ck_value *v) { return !v->producer && !v->alias && v->data && v->role != CK_ROLE_INPUT; }
 
 static void put(unsigned char **p, const void *src, size_t n) {
@@ -480,7 +454,6 @@ static void put(unsigned char **p, const void *src, size_t n) {
     *p += n;
 }
 
-#define WEIGHTS_HEADER 56 /* CKRT_WEIGHTS_HEADER */
 #define WEIGHTS_CHUNK ((size_t)4 << 20) /* a multiple of 8: every piece but the last checksums whole words */
 
 /* The payload goes out in WEIGHTS_CHUNK pieces, checksummed on the way: whole chunks of a
@@ -498,7 +471,7 @@ typedef struct wstream {
 } wstream;
 
 static void ws_write(wstream *w, const void *p, size_t n) {
-    w->sum = checksum_more(w->sum, p, n);
+    w->sum = ckrt_checksum_update(w->sum, p, n);
     if (w->ok && fwrite(p, 1, n, w->f) != n) w->ok = false;
 }
 
@@ -533,7 +506,7 @@ static int by_offset(const void *pa, const void *pb) {
     return a->offset < b->offset ? -1 : a->offset > b->offset ? 1 : a->id - b->id;
 }
 
-/* weights.bin (see runtime/ckrt.h): header, tensor table, payload = the arena's
+/* weights.bin (see runtime/ckrt_util.h): header, tensor table, payload = the arena's
  * [0, weights_bytes). *layout receives the hash of the table, which the program checks. The
  * header, written last, carries the payload's checksum. */
 static bool write_weights(const ck_graph *g, const char *path, uint64_t *layout) {
@@ -545,13 +518,13 @@ static bool write_weights(const ck_graph *g, const char *path, uint64_t *layout)
             tsize += 4 + strlen(g->values[i]->name) + 12 + 8 * (size_t)g->values[i]->rank + 16;
             ntens++;
         }
-    size_t payload_at = (WEIGHTS_HEADER + tsize + 63) / 64 * 64;
+    size_t payload_at = (CKRT_WEIGHTS_HEADER + tsize + 63) / 64 * 64;
     unsigned char *head = calloc(payload_at, 1);
     const ck_value **ws = malloc(((size_t)ntens + 1) * sizeof *ws);
-    wstream w = {.g = g, .buf = malloc(WEIGHTS_CHUNK), .sum = FNV_OFFSET, .ok = true};
+    wstream w = {.g = g, .buf = malloc(WEIGHTS_CHUNK), .sum = CKRT_CHECKSUM_INIT, .ok = true};
     bool ok = false;
     if (!head || !ws || !w.buf) goto done;
-    unsigned char *t = head + WEIGHTS_HEADER;
+    unsigned char *t = head + CKRT_WEIGHTS_HEADER;
     uint32_t nw = 0;
     for (int i = 0; i < g->n_values; i++) {
         const ck_value *v = g->values[i];
@@ -563,7 +536,7 @@ static bool write_weights(const ck_graph *g, const char *path, uint64_t *layout)
         CK_ASSERT(v->offset >= 0 && (int64_t)(off + nb) <= bytes);
         ws[nw++] = v;
     }
-    *layout = checksum(head + WEIGHTS_HEADER, tsize) ^ (uint64_t)bytes;
+    *layout = ckrt_checksum(head + CKRT_WEIGHTS_HEADER, tsize) ^ (uint64_t)bytes;
     qsort(ws, nw, sizeof *ws, by_offset);
     if (!(w.f = fopen(path, "wb"))) goto done;
     w.ok = fwrite(head, 1, payload_at, w.f) == payload_at; /* the header is rewritten once the checksum is known */
@@ -577,12 +550,12 @@ static bool write_weights(const ck_graph *g, const char *path, uint64_t *layout)
     }
     ws_put(&w, NULL, (size_t)(bytes - at));
     ws_flush(&w);
-    uint32_t version = 1;
+    uint32_t version = CKRT_WEIGHTS_VERSION;
     uint64_t b = (uint64_t)bytes, sum = w.sum, pa = payload_at;
     unsigned char *h = head;
-    put(&h, "CKPTCWTS", 8), put(&h, &version, 4), put(&h, &ntens, 4), put(&h, &b, 8), put(&h, &sum, 8), put(&h, &pa, 8);
+    put(&h, CKRT_WEIGHTS_MAGIC, 8), put(&h, &version, 4), put(&h, &ntens, 4), put(&h, &b, 8), put(&h, &sum, 8), put(&h, &pa, 8);
     put(&h, layout, 8);
-    ok = w.ok && fseeko(w.f, 0, SEEK_SET) == 0 && fwrite(head, 1, WEIGHTS_HEADER, w.f) == WEIGHTS_HEADER;
+    ok = w.ok && fseeko(w.f, 0, SEEK_SET) == 0 && fwrite(head, 1, CKRT_WEIGHTS_HEADER, w.f) == CKRT_WEIGHTS_HEADER;
     ok = (fclose(w.f) == 0) && ok;
     ck_stats.streamed_bytes += bytes;
     if (ck_stats.stream_buffer < (int64_t)WEIGHTS_CHUNK) ck_stats.stream_buffer = (int64_t)WEIGHTS_CHUNK;
@@ -606,13 +579,7 @@ static void write_plan_json(const ck_graph *g, FILE *f) {
                         : v->role == CK_ROLE_GRAD ? "grads" : v->producer ? "activations" : "params";
         fprintf(f, "%s    {\"name\": ", first ? "" : ",\n");
         first = false;
-        fputc('"', f);
-        for (const unsigned char *s = (const unsigned char *)v->name; *s; s++) {
-            if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
-            else if (*s < 0x20) fprintf(f, "\\u%04x", *s);
-            else fputc(*s, f);
-        }
-        fputc('"', f);
+        ckrt_json_str(f, v->name);
         fprintf(f, ", \"category\": \"%s\", \"offset\": %lld, \"bytes\": %lld, \"first\": %d, \"last\": %d%s", cat,
                 (long long)v->offset, (long long)ck_value_bytes(v), v->live_first, v->live_last, v->host ? ", \"host\": true" : "");
         if (v->alias) fprintf(f, ", \"view_of\": %d", v->alias->id);

@@ -10,6 +10,7 @@
 #define CK_EMIT_H
 
 #include "ck_codegen.h"
+#include "ckrt_util.h"
 
 #include <stdio.h>
 
@@ -33,6 +34,8 @@ typedef ck_status (*ck_emit_fn)(ck_emit *e, const ck_node *n);
 void ck_emit_ptr(ck_emit *e, const ck_value *v, bool is_const);
 /* "(const int64_t[]){2, 3}" ("NULL" when n == 0) */
 void ck_emit_i64s(ck_emit *e, int n, const int64_t *xs);
+/* dims[lo] * ... * dims[hi - 1] (1 for an empty range): the rows/columns a kernel sees */
+static inline int64_t ck_emit_prod(const int64_t *dims, int lo, int hi) { return ckrt_numel(hi - lo, dims + lo); }
 /* "CKRT_F32" */
 const char *ck_emit_dtype(ck_dtype t);
 /* The C type of an element: "float", "int64_t", ... */

@@ -18,12 +18,6 @@ void ck_emit_window(const ck_node *n, int ns, const int64_t *k, int64_t *strides
 static const ck_dtype any_dtype[] = {CK_F32, CK_F64, CK_F16, CK_I64, CK_I32, CK_I16, CK_I8, CK_U8, CK_BOOL, CK_UNDEF};
 static const ck_dtype f32_only[] = {CK_F32, CK_UNDEF};
 
-static int64_t prod(const int64_t *d, int lo, int hi) {
-    int64_t p = 1;
-    for (int i = lo; i < hi; i++) p *= d[i];
-    return p;
-}
-
 /* row-major element strides of v */
 static void contiguous_strides(const ck_value *v, int64_t *s) {
     int64_t acc = 1;
@@ -147,7 +141,7 @@ ck_status ck_emit_concat(ck_emit *e, const ck_node *n) {
     }
     ck_emit_printf(e, "}, ");
     ck_emit_i64s(e, n->n_in, lens);
-    ck_emit_printf(e, ", %lld, %lld));\n", (long long)prod(y->dims, 0, axis), (long long)prod(y->dims, axis + 1, y->rank));
+    ck_emit_printf(e, ", %lld, %lld));\n", (long long)ck_emit_prod(y->dims, 0, axis), (long long)ck_emit_prod(y->dims, axis + 1, y->rank));
     return CK_OK;
 }
 
@@ -170,7 +164,7 @@ ck_status ck_emit_split(ck_emit *e, const ck_node *n) {
     ck_emit_i64s(e, n->n_out, lens);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
-    ck_emit_printf(e, ", %lld, %lld));\n", (long long)prod(x->dims, 0, axis), (long long)prod(x->dims, axis + 1, x->rank));
+    ck_emit_printf(e, ", %lld, %lld));\n", (long long)ck_emit_prod(x->dims, 0, axis), (long long)ck_emit_prod(x->dims, axis + 1, x->rank));
     return CK_OK;
 }
 
@@ -187,8 +181,8 @@ ck_status ck_emit_gather(ck_emit *e, const ck_node *n) {
     ck_emit_ptr(e, x, true);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, idx, true);
-    ck_emit_printf(e, ", %s, %lld, %lld, %lld, %lld));\n", ck_emit_dtype(idx->dtype), (long long)prod(x->dims, 0, axis),
-                   (long long)x->dims[axis], (long long)prod(x->dims, axis + 1, x->rank), (long long)ck_value_numel(idx));
+    ck_emit_printf(e, ", %s, %lld, %lld, %lld, %lld));\n", ck_emit_dtype(idx->dtype), (long long)ck_emit_prod(x->dims, 0, axis),
+                   (long long)x->dims[axis], (long long)ck_emit_prod(x->dims, axis + 1, x->rank), (long long)ck_value_numel(idx));
     return CK_OK;
 }
 
@@ -205,7 +199,7 @@ ck_status ck_emit_trilu(ck_emit *e, const ck_node *n) {
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
-    ck_emit_printf(e, ", %lld, %lld, %lld, %lld, %d));\n", (long long)prod(x->dims, 0, x->rank - 2), (long long)rows,
+    ck_emit_printf(e, ", %lld, %lld, %lld, %lld, %d));\n", (long long)ck_emit_prod(x->dims, 0, x->rank - 2), (long long)rows,
                    (long long)cols, (long long)k, ck_attr_int(n, "upper", 1) != 0);
     return CK_OK;
 }

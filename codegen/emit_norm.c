@@ -20,12 +20,6 @@
 
 static const ck_dtype f32_only[] = {CK_F32, CK_UNDEF};
 
-static int64_t prod(const int64_t *d, int from, int to) {
-    int64_t p = 1;
-    for (int i = from; i < to; i++) p *= d[i];
-    return p;
-}
-
 /* An axis attribute normalized into [0, rank); false when out of range. */
 static bool get_axis(const ck_node *n, int64_t dflt, int rank, int64_t *axis) {
     int64_t a = ck_attr_int(n, "axis", dflt);
@@ -81,8 +75,8 @@ ck_status ck_emit_softmax(ck_emit *e, const ck_node *n) {
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
-    ck_emit_printf(e, ", %lld, %lld, %lld));\n", (long long)prod(x->dims, 0, (int)axis), (long long)x->dims[axis],
-                   (long long)prod(x->dims, (int)axis + 1, x->rank));
+    ck_emit_printf(e, ", %lld, %lld, %lld));\n", (long long)ck_emit_prod(x->dims, 0, (int)axis), (long long)x->dims[axis],
+                   (long long)ck_emit_prod(x->dims, (int)axis + 1, x->rank));
     return CK_OK;
 }
 
@@ -99,7 +93,7 @@ ck_status ck_emit_layer_norm(ck_emit *e, const ck_node *n) {
     if (stash != 1)
         return ck_emit_unsupported(e, n, "stash_type %lld is not supported (ckptc computes in double and stashes "
                                    "float32: stash_type 1)", (long long)stash);
-    int64_t rows = prod(x->dims, 0, (int)axis), cols = prod(x->dims, (int)axis, x->rank);
+    int64_t rows = ck_emit_prod(x->dims, 0, (int)axis), cols = ck_emit_prod(x->dims, (int)axis, x->rank);
     static const char *what[] = {"", "Scale", "B"};
     for (int i = 1; i < 3; i++)
         if (has(n, i, false) && ck_value_numel(n->in[i]) != cols)
@@ -135,7 +129,7 @@ ck_status ck_emit_batch_norm(ck_emit *e, const ck_node *n) {
     int training = ck_attr_int(n, "training_mode", 0) != 0;
     if (!training && (has(n, 1, true) || has(n, 2, true)))
         return ck_emit_unsupported(e, n, "running_mean/running_var outputs require training_mode=1");
-    int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims, 2, x->rank);
+    int64_t N = x->dims[0], C = x->dims[1], S = ck_emit_prod(x->dims, 2, x->rank);
     /* outputs 1, 2: the updated running statistics. In a training program whose running stats are
      * the model's state (BUFFER values), the update goes straight into them, in place (the kernel
      * reads a channel's old value before writing it), so the next step and --dump-params see it;
@@ -246,7 +240,7 @@ ck_status ck_emit_reduce(ck_emit *e, const ck_node *n) {
     int64_t kd[CK_MAX_RANK], ks[CK_MAX_RANK], rd[CK_MAX_RANK], rs[CK_MAX_RANK];
     int nk = 0, nr = 0;
     for (int i = 0; i < x->rank; i++) {
-        int64_t stride = prod(x->dims, i + 1, x->rank);
+        int64_t stride = ck_emit_prod(x->dims, i + 1, x->rank);
         if (red[i]) rd[nr] = x->dims[i], rs[nr++] = stride;
         else kd[nk] = x->dims[i], ks[nk++] = stride;
     }
@@ -279,7 +273,7 @@ ck_status ck_emit_global_pool(ck_emit *e, const ck_node *n) {
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
-    ck_emit_printf(e, ", %lld, %lld));\n", (long long)(x->dims[0] * x->dims[1]), (long long)prod(x->dims, 2, x->rank));
+    ck_emit_printf(e, ", %lld, %lld));\n", (long long)(x->dims[0] * x->dims[1]), (long long)ck_emit_prod(x->dims, 2, x->rank));
     return CK_OK;
 }
 
@@ -326,7 +320,7 @@ ck_status ck_emit_layer_norm_grad(ck_emit *e, const ck_node *n) {
                                    (long long)ck_attr_int(n, "stash_type", 1));
     for (int k = 1; k < n->n_out; k++)
         if (n->out[k] && ck_emit_want_dtype(e, n, n->out[k], "output", f32_only)) return CK_ERR_UNSUPPORTED;
-    int64_t rows = prod(x->dims, 0, (int)axis), cols = prod(x->dims, (int)axis, x->rank);
+    int64_t rows = ck_emit_prod(x->dims, 0, (int)axis), cols = ck_emit_prod(x->dims, (int)axis, x->rank);
     if (ck_value_numel(n->in[0]) != rows * cols) return ck_emit_unsupported(e, n, "gradient and input differ in size");
     if (want_numel(e, n, 2, 3, cols, "the normalized shape") || want_numel(e, n, 3, 5, rows, "one statistic per row"))
         return CK_ERR_UNSUPPORTED;
@@ -342,7 +336,7 @@ static bool nchw(ck_emit *e, const ck_node *n, const ck_value *x, int64_t *N, in
         ck_emit_unsupported(e, n, "input '%s' must have rank >= 2 (N,C,...)", x->name);
         return false;
     }
-    *N = x->dims[0], *C = x->dims[1], *S = prod(x->dims, 2, x->rank);
+    *N = x->dims[0], *C = x->dims[1], *S = ck_emit_prod(x->dims, 2, x->rank);
     return true;
 }
 

@@ -102,12 +102,6 @@ ck_status ck_emit_pool_grad(ck_emit *e, const ck_node *n) {
 
 /* ---------------------------------------------------------------- gather, slice */
 
-static int64_t prod(const int64_t *d, int lo, int hi) {
-    int64_t p = 1;
-    for (int i = lo; i < hi; i++) p *= d[i];
-    return p;
-}
-
 /* GatherGrad (dy, indices) -> d(data) of attr data_shape along attr axis (normalized). */
 ck_status ck_emit_gather_grad(ck_emit *e, const ck_node *n) {
     static const ck_dtype idx_ok[] = {CK_I64, CK_I32, CK_UNDEF};
@@ -117,7 +111,7 @@ ck_status ck_emit_gather_grad(ck_emit *e, const ck_node *n) {
     int64_t axis = ck_attr_int(n, "axis", 0);
     if (axis < 0) axis += dx->rank;
     if (axis < 0 || axis >= dx->rank) return ck_emit_unsupported(e, n, "axis %lld out of range", (long long)axis);
-    int64_t outer = prod(dx->dims, 0, (int)axis), len = dx->dims[axis], inner = prod(dx->dims, (int)axis + 1, dx->rank);
+    int64_t outer = ck_emit_prod(dx->dims, 0, (int)axis), len = dx->dims[axis], inner = ck_emit_prod(dx->dims, (int)axis + 1, dx->rank);
     if (ck_value_numel(dy) != outer * ck_value_numel(idx) * inner)
         return ck_emit_unsupported(e, n, "gradient size does not match the data and indices");
     ck_emit_call(e, "gather_grad");

@@ -429,6 +429,13 @@ static ck_value *input_value(loader *L, const Onnx__ValueInfoProto *vi) {
 
 /* ---------------------------------------------------------------- attributes and Constant */
 
+/* n elements of size bytes from src, copied into the arena (one spare: never a zero-size block). */
+static void *arena_copy(ck_arena *ar, const void *src, size_t n, size_t size) {
+    void *p = ck_arena_alloc(ar, (n + 1) * size);
+    if (p && n) memcpy(p, src, n * size);
+    return p;
+}
+
 static bool convert_attr(loader *L, const Onnx__NodeProto *np, const Onnx__AttributeProto *ap, ck_attr *a) {
     ck_arena *ar = L->g->arena;
     const char *nn = np->name ? np->name : "";
@@ -458,14 +465,12 @@ static bool convert_attr(loader *L, const Onnx__NodeProto *np, const Onnx__Attri
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
         if (ap->n_ints > INT_MAX / 16) break;
         a->kind = CK_ATTR_INTS, a->n = (int)ap->n_ints;
-        a->ints = ck_arena_alloc(ar, (ap->n_ints + 1) * sizeof *a->ints);
-        if (ap->n_ints) memcpy(a->ints, ap->ints, ap->n_ints * sizeof *a->ints);
+        a->ints = arena_copy(ar, ap->ints, ap->n_ints, sizeof *a->ints);
         return true;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
         if (ap->n_floats > INT_MAX / 16) break;
         a->kind = CK_ATTR_FLOATS, a->n = (int)ap->n_floats;
-        a->floats = ck_arena_alloc(ar, (ap->n_floats + 1) * sizeof *a->floats);
-        if (ap->n_floats) memcpy(a->floats, ap->floats, ap->n_floats * sizeof *a->floats);
+        a->floats = arena_copy(ar, ap->floats, ap->n_floats, sizeof *a->floats);
         return true;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
         if (!ap->t) break;

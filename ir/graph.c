@@ -5,6 +5,7 @@
  * abandoned there); that wastes at most as much as it keeps and keeps "one free releases all".
  */
 #include "ck_ir.h"
+#include "ckrt_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,11 +51,7 @@ const char *ck_role_name(ck_role r) {
 
 /* ---------------------------------------------------------------- values */
 
-int64_t ck_value_numel(const ck_value *v) {
-    int64_t n = 1;
-    for (int i = 0; i < v->rank; i++) n *= v->dims[i];
-    return n;
-}
+int64_t ck_value_numel(const ck_value *v) { return ckrt_numel(v->rank, v->dims); }
 
 size_t ck_value_bytes(const ck_value *v) { return (size_t)ck_value_numel(v) * ck_dtype_size(v->dtype); }
 
@@ -150,14 +147,7 @@ void ck_value_set_f(ck_value *v, int64_t i, double x) {
     }
 }
 
-char *ck_shape_str(const ck_value *v, char *buf, size_t n) {
-    size_t k = 0;
-    k += (size_t)snprintf(buf + k, n - k, "(");
-    for (int i = 0; i < v->rank && k < n; i++)
-        k += (size_t)snprintf(buf + k, n - k, i ? ",%lld" : "%lld", (long long)v->dims[i]);
-    if (k < n) snprintf(buf + k, n - k, ")");
-    return buf;
-}
+char *ck_shape_str(const ck_value *v, char *buf, size_t n) { return ckrt_shape_str(buf, n, v->rank, v->dims); }
 
 /* ---------------------------------------------------------------- op table */
 

@@ -67,6 +67,47 @@ static int io_buffer(ckrt_ctx *c, int64_t bytes, unsigned char **out) {
     return *out ? CKRT_OK : ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate a %zu-byte transfer buffer", n);
 }
 
+/* What a chunked transfer does with each chunk in the host buffer: fold it into a checksum,
+ * fill it from a file, write it to a file. */
+typedef struct chunk_io {
+    FILE *f;
+    const char *path;
+    uint64_t *sum;
+} chunk_io;
+typedef int (*chunk_fn)(ckrt_ctx *c, unsigned char *buf, int64_t n, const chunk_io *io);
+
+static int chunk_sum(ckrt_ctx *c, unsigned char *buf, int64_t n, const chunk_io *io) {
+    (void)c;
+    *io->sum = ckrt_checksum_update(*io->sum, buf, (size_t)n);
+    return CKRT_OK;
+}
+
+static int chunk_load(ckrt_ctx *c, unsigned char *buf, int64_t n, const chunk_io *io) {
+    if (fread(buf, 1, (size_t)n, io->f) != (size_t)n) return ckrt_fail(c, CKRT_ERR_DATA, "'%s' is truncated", io->path);
+    return chunk_sum(c, buf, n, io);
+}
+
+static int chunk_save(ckrt_ctx *c, unsigned char *buf, int64_t n, const chunk_io *io) {
+    if (fwrite(buf, 1, (size_t)n, io->f) != (size_t)n) return ckrt_fail(c, CKRT_ERR_IO, "cannot write '%s': %s", io->path, strerror(errno));
+    return CKRT_OK;
+}
+
+/* Arena bytes [offset, offset + bytes) through one host buffer, CKRT_IO_CHUNK bytes at a time:
+ * each chunk read from the arena and handed to fn, or (into_arena) filled by fn and written. */
+static int chunked(ckrt_ctx *c, int64_t offset, int64_t bytes, bool into_arena, chunk_fn fn, const chunk_io *io) {
+    unsigned char *buf;
+    CKRT_TRY(io_buffer(c, bytes, &buf));
+    int rc = CKRT_OK;
+    for (int64_t at = 0; !rc && at < bytes; at += CKRT_IO_CHUNK) {
+        int64_t n = bytes - at < CKRT_IO_CHUNK ? bytes - at : CKRT_IO_CHUNK;
+        if (!into_arena) rc = ckrt_arena_read(c, offset + at, buf, n);
+        if (!rc) rc = fn(c, buf, n, io);
+        if (!rc && into_arena) rc = ckrt_arena_write(c, offset + at, buf, n);
+    }
+    free(buf);
+    return rc;
+}
+
 int ckrt_arena_checksum(ckrt_ctx *c, int64_t offset, int64_t bytes, uint64_t *sum) {
     *sum = CKRT_CHECKSUM_INIT;
     if (!c->be->read) {
@@ -74,16 +115,7 @@ int ckrt_arena_checksum(ckrt_ctx *c, int64_t offset, int64_t bytes, uint64_t *su
         *sum = ckrt_checksum(c->arena + offset, (size_t)bytes);
         return CKRT_OK;
     }
-    unsigned char *buf;
-    CKRT_TRY(io_buffer(c, bytes, &buf));
-    int rc = CKRT_OK;
-    for (int64_t at = 0; !rc && at < bytes; at += CKRT_IO_CHUNK) {
-        int64_t n = bytes - at < CKRT_IO_CHUNK ? bytes - at : CKRT_IO_CHUNK;
-        rc = ckrt_arena_read(c, offset + at, buf, n);
-        if (!rc) *sum = ckrt_checksum_update(*sum, buf, (size_t)n);
-    }
-    free(buf);
-    return rc;
+    return chunked(c, offset, bytes, false, chunk_sum, &(chunk_io){.sum = sum});
 }
 
 int ckrt_arena_load(ckrt_ctx *c, int64_t offset, FILE *f, const char *path, int64_t bytes, uint64_t *sum) {
@@ -94,17 +126,7 @@ int ckrt_arena_load(ckrt_ctx *c, int64_t offset, FILE *f, const char *path, int6
         *sum = ckrt_checksum(c->arena + offset, (size_t)bytes);
         return CKRT_OK;
     }
-    unsigned char *buf;
-    CKRT_TRY(io_buffer(c, bytes, &buf));
-    int rc = CKRT_OK;
-    for (int64_t at = 0; !rc && at < bytes; at += CKRT_IO_CHUNK) {
-        int64_t n = bytes - at < CKRT_IO_CHUNK ? bytes - at : CKRT_IO_CHUNK;
-        if (fread(buf, 1, (size_t)n, f) != (size_t)n) rc = ckrt_fail(c, CKRT_ERR_DATA, "'%s' is truncated", path);
-        if (!rc) *sum = ckrt_checksum_update(*sum, buf, (size_t)n);
-        if (!rc) rc = ckrt_arena_write(c, offset + at, buf, n);
-    }
-    free(buf);
-    return rc;
+    return chunked(c, offset, bytes, true, chunk_load, &(chunk_io){.f = f, .path = path, .sum = sum});
 }
 
 int ckrt_arena_save(ckrt_ctx *c, int64_t offset, FILE *f, const char *path, int64_t bytes) {
@@ -114,16 +136,7 @@ int ckrt_arena_save(ckrt_ctx *c, int64_t offset, FILE *f, const char *path, int6
             return ckrt_fail(c, CKRT_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
         return CKRT_OK;
     }
-    unsigned char *buf;
-    CKRT_TRY(io_buffer(c, bytes, &buf));
-    int rc = CKRT_OK;
-    for (int64_t at = 0; !rc && at < bytes; at += CKRT_IO_CHUNK) {
-        int64_t n = bytes - at < CKRT_IO_CHUNK ? bytes - at : CKRT_IO_CHUNK;
-        rc = ckrt_arena_read(c, offset + at, buf, n);
-        if (!rc && fwrite(buf, 1, (size_t)n, f) != (size_t)n) rc = ckrt_fail(c, CKRT_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    }
-    free(buf);
-    return rc;
+    return chunked(c, offset, bytes, false, chunk_save, &(chunk_io){.f = f, .path = path});
 }
 
 int ckrt_arena_fetch(ckrt_ctx *c, int64_t offset, int64_t bytes, void **out) {

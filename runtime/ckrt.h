@@ -36,6 +36,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ckrt_util.h" /* what libckrt shares with the compiler: checksum, sizes, shapes, JSON */
+
 #define CKRT_VERSION "0.1.0"
 #define CKRT_MAX_RANK 8
 #define CKRT_ALIGN 64
@@ -265,20 +267,7 @@ int ckrt_timeline_svg(ckrt_ctx *c, const char *path, int n_curves, const ckrt_cu
 /* The generated program's main: returns the process exit status (0, or 2 on a user error). */
 int ckrt_main(const ckrt_program *p, int argc, char **argv);
 
-/* weights.bin: a 56-byte header (magic, version u32, tensor count u32, payload bytes u64,
- * payload checksum u64, payload offset u64, layout hash u64, reserved u64), the tensor table
- * (name, dtype, role, rank, dims, offset, bytes per tensor), then the payload: the image of the
- * arena's [0, weights_bytes). The program knows the layout hash it was compiled for, so a file
- * for another model is refused, while weights saved by --save-weights (same layout, new values)
- * load; the checksum catches corruption. */
-#define CKRT_WEIGHTS_MAGIC "CKPTCWTS"
-#define CKRT_WEIGHTS_VERSION 1
-#define CKRT_WEIGHTS_HEADER 56
-uint64_t ckrt_checksum(const void *data, size_t n);
-/* The same checksum over data given in pieces: h starts at CKRT_CHECKSUM_INIT; every piece but
- * the last is a multiple of 8 bytes long. */
-#define CKRT_CHECKSUM_INIT 1469598103934665603ull
-uint64_t ckrt_checksum_update(uint64_t h, const void *data, size_t n);
+/* weights.bin (CKRT_WEIGHTS_MAGIC, _VERSION, _HEADER) and ckrt_checksum(_update): ckrt_util.h, shared with ckptc. */
 
 /* ---------------------------------------------------------------- data parallel (docs/data-parallel.md)
  *

@@ -1,4 +1,4 @@
-/* core.c — libckrt's small shared pieces: dtypes, error recording, the checksum, .npy files and
+/* core.c — libckrt's small shared pieces: dtypes, error recording, .npy files and
  * the CPU backend's memory and ordering hooks (plain malloc/memcpy; streams and events are
  * no-ops because the CPU runs everything in order).
  */
@@ -31,21 +31,6 @@ int ckrt_fail(ckrt_ctx *c, int code, const char *fmt, ...) {
     c->code = code;
     return code;
 }
-
-uint64_t ckrt_checksum_update(uint64_t h, const void *data, size_t n) {
-    /* FNV-1a over 8-byte words (bytes for the tail): fast enough for weights, catches corruption */
-    const unsigned char *p = data;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 1099511628211ull;
-    }
-    for (; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
-uint64_t ckrt_checksum(const void *data, size_t n) { return ckrt_checksum_update(CKRT_CHECKSUM_INIT, data, n); }
 
 /* ---------------------------------------------------------------- CPU backend */
 

@@ -30,16 +30,10 @@ static int direct_conv(int nsp, const int64_t *in_sp, const int64_t *out_sp, con
     return 1;
 }
 
-static int64_t prod(int nsp, const int64_t *v) {
-    int64_t p = 1;
-    for (int d = 0; d < nsp; d++) p *= v[d];
-    return p;
-}
-
 int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w, float *ws, int nsp, int64_t N, int64_t C,
                          int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
                          const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
-    int64_t in_n = prod(nsp, in_sp), out_n = prod(nsp, out_sp), taps = prod(nsp, k);
+    int64_t in_n = ckrt_numel(nsp, in_sp), out_n = ckrt_numel(nsp, out_sp), taps = ckrt_numel(nsp, k);
     int64_t Cg = C / group, Mg = M / group, R = Cg * taps;
     if (N * C * in_n == 0) return CKRT_OK;
     if (out_n == 0 || Mg == 0 || taps == 0) { /* no window reads x, or nothing flows back */
@@ -67,7 +61,7 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
 int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *x, float *ws, int nsp, int64_t N, int64_t C,
                           int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
                           const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
-    int64_t in_n = prod(nsp, in_sp), out_n = prod(nsp, out_sp), taps = prod(nsp, k);
+    int64_t in_n = ckrt_numel(nsp, in_sp), out_n = ckrt_numel(nsp, out_sp), taps = ckrt_numel(nsp, k);
     int64_t Cg = C / group, Mg = M / group, R = Cg * taps;
     if (M * R == 0) return CKRT_OK;
     if (N == 0 || out_n == 0) { /* no product at all: a zero gradient */
@@ -99,8 +93,8 @@ int ckrt_pool_grad(ckrt_ctx *c, int kind, float *dx, const float *dy, const floa
     if (kind != CKRT_POOL_MAX && kind != CKRT_POOL_AVG) return ckrt_fail(c, CKRT_ERR_INTERNAL, "pool gradient kind %d", kind);
     /* the scatter form: windows in ascending order onto zeros, the bits of ck_k_pool_grad (which
      * recomputes each window's argmax once per element it covers: taps times the work) */
-    int64_t n = N * C * prod(nsp, out_sp);
-    memset(dx, 0, sizeof(float) * (size_t)(N * C * prod(nsp, in_sp)));
+    int64_t n = N * C * ckrt_numel(nsp, out_sp);
+    memset(dx, 0, sizeof(float) * (size_t)(N * C * ckrt_numel(nsp, in_sp)));
     for (int64_t o = 0; o < n; o++)
         ck_k_pool_grad_window(o, kind == CKRT_POOL_MAX ? 0 : 1, dx, dy, x, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end,
                               dilations, count_include_pad);

@@ -251,12 +251,6 @@ const char *ckrt_dp_input_path(ckrt_dp *dp, const char *path) {
     return out;
 }
 
-static void shape_str(char *buf, size_t n, int rank, const int64_t *dims) {
-    size_t k = (size_t)snprintf(buf, n, "(");
-    for (int i = 0; i < rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ",%lld" : "%lld", (long long)dims[i]);
-    if (k < n) snprintf(buf + k, n - k, ")");
-}
-
 int ckrt_dp_shard(ckrt_dp *dp, ckrt_ctx *c, const ckrt_io *io, int i, const char *path, ckrt_array *a) {
     bool same_rank = a->rank == io->rank, same = same_rank, tail = same_rank && io->rank >= 1;
     for (int k = 0; same_rank && k < io->rank; k++) {
@@ -279,12 +273,12 @@ int ckrt_dp_shard(ckrt_dp *dp, ckrt_ctx *c, const ckrt_io *io, int i, const char
         return CKRT_OK;
     }
     char want[200], got[200], global[200];
-    shape_str(want, sizeof want, io->rank, io->dims);
-    shape_str(got, sizeof got, a->rank, a->dims);
+    ckrt_shape_str(want, sizeof want, io->rank, io->dims);
+    ckrt_shape_str(got, sizeof got, a->rank, a->dims);
     int64_t gd[CKRT_MAX_RANK];
     memcpy(gd, io->dims, sizeof gd);
     if (io->rank >= 1) gd[0] *= dp->size;
-    shape_str(global, sizeof global, io->rank, gd);
+    ckrt_shape_str(global, sizeof global, io->rank, gd);
     if (per_rank)
         return ckrt_fail(c, CKRT_ERR_USAGE, "input '%s': '%s' has shape %s but this rank's shard is %s", io->name, path, got, want);
     return ckrt_fail(c, CKRT_ERR_USAGE, "input '%s': '%s' has shape %s; with %d ranks this program takes the global batch %s "
@@ -539,9 +533,8 @@ void ckrt_dp_report_json(const ckrt_dp *dp, FILE *f) {
     bool first = true;
     for (int i = 0; i < 64; i++)
         if (dp->input_mode[i]) {
-            fprintf(f, "%s\"", first ? "" : ", ");
-            for (const char *q = dp->input_name[i]; *q; q++) fprintf(f, *q == '"' || *q == '\\' ? "\\%c" : "%c", *q);
-            fprintf(f, "\": \"%s\"", dp->input_mode[i]);
+            ckrt_json_key(f, first ? "" : ", ", dp->input_name[i]);
+            fprintf(f, "\"%s\"", dp->input_mode[i]);
             first = false;
         }
     fprintf(f, "}},\n");

@@ -17,6 +17,16 @@ static void mib(char *buf, size_t n, double bytes) {
     else snprintf(buf, n, "%.1f KiB", bytes / 1024.0);
 }
 
+/* s as XML text: & < > as entities, control characters (not allowed in XML 1.0) as '?'. */
+static void xml_text(FILE *f, const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '&') fputs("&amp;", f);
+        else if (*p == '<') fputs("&lt;", f);
+        else if (*p == '>') fputs("&gt;", f);
+        else fputc(*p < 0x20 ? '?' : *p, f);
+    }
+}
+
 int ckrt_timeline_svg(ckrt_ctx *c, const char *path, int n_curves, const ckrt_curve *curves) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -68,7 +78,9 @@ int ckrt_timeline_svg(ckrt_ctx *c, const char *path, int n_curves, const ckrt_cu
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\" text-anchor=\"middle\">peak %s</text>\n", X(pk), Y(cv->bytes[pk]) - 8, col, lab);
         /* legend */
         fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n", W - R - 260, T + 4 + 18.0 * k, col);
-        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">%s (peak %s)</text>\n", W - R - 242, T + 15 + 18.0 * k, cv->label, lab);
+        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">", W - R - 242, T + 15 + 18.0 * k);
+        xml_text(f, cv->label); /* a policy, nodes:REGEX included, or a path */
+        fprintf(f, " (peak %s)</text>\n", lab);
 #undef X
 #undef Y
     }

@@ -7,14 +7,18 @@
   shapes PyTorch saw (recorded by samples/export.py in samples/NAME.json);
 - every bad-input class: exit status 2, only `ckptc: error:` lines on stderr, nothing on stdout,
   and the words a user needs (node name, op, shapes, file, limit) in the message;
-- flags: --help, --version, unknown commands and options, bad --dim values.
+- flags: --help, --version, unknown commands and options, bad --dim values;
+- `ckptc compare` on reports written here: escapes and non-ASCII names kept, malformed reports,
+  text after the JSON and members of the wrong type refused naming the file.
 
 Standard library only. Ends with the line `N passed, N failed`.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 CKPTC, DATA, SAMPLES = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -110,6 +114,87 @@ for name in ["mlp", "gpt", "bert", "resnet", "gpt_deep"]:
     check(f"sample {name} text", rc == 0 and "opset 17" in text and len(text.splitlines()) > got["nodes_after_folding"], err)
     print(f"  {name}: {got['onnx_nodes']} nodes in the file, {got['nodes_after_folding']} after folding, "
           f"inspect --json took {dt * 1000:.1f} ms (process included)")
+
+# ---------------------------------------------------------------- compare: reading reports
+# Reports written here by hand: what `ckptc compare` must read (\u escapes, non-ASCII names, every
+# JSON escape) and refuse (malformed JSON, text after the value, members of the wrong type) with
+# one error line naming the file, exit 2.
+tmp = tempfile.mkdtemp(prefix="ckptc-cli-")
+
+
+def report(name, **over):
+    r = {"planned_peak_bytes": 1000, "measured_peak_bytes": 1000, "policy": "none",
+         "breakdown": {"params": 100, "grads": 100, "optimizer_state": 200, "saved_activations": 500,
+                       "transient": 100, "workspace": 0},
+         "step_time_ms": 2.0, "losses": [2.5, 2.25],
+         "timeline": {"backward_step": 2, "update_step": 4, "recompute_steps": [3], "bytes": [10, 20, 30, 20, 10]}}
+    r.update(over)
+    return write_report(name, json.dumps(r))  # json.dumps: ASCII only, \uXXXX for the rest
+
+
+def write_report(name, text):
+    path = os.path.join(tmp, name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+base = report("base.json")
+half = report("half.json", planned_peak_bytes=500, policy="blocks")
+rc, out, err = run("compare", base, half)
+check("compare: ratios", rc == 0 and "planned peak (bytes)" in out and "500 (0.50x)" in out and "2.25" in out, out + err)
+widths = {len(l) for l in out.splitlines()}
+check("compare: one width", widths == {24 + 23 * 2}, out)
+
+# non-ASCII names, written as \u escapes (one outside the BMP, as a surrogate pair): they survive,
+# and the columns stay aligned (counted in characters, not bytes)
+uni = report("uni.json", policy="blocks\u00e9\u4e2d\U0001f600")
+rc, out, err = run("compare", base, uni)
+lines = out.splitlines()
+check("compare: \\u escapes survive", rc == 0 and "blocks\u00e9\u4e2d\U0001f600" in out, out + err)
+check("compare: non-ASCII columns aligned", rc == 0 and len(lines[0]) == len(lines[1]), lines[:2])
+raw = write_report("raw.json", open(uni, encoding="utf-8").read().replace("\\u00e9", "\u00e9"))
+rc, out, err = run("compare", raw)
+check("compare: raw UTF-8 name", rc == 0 and "blocks\u00e9" in out, out + err)
+# every escape decoded: \r \b \f are control characters (shown escaped), not the letters r b f
+esc = report("esc.json", policy="a\rb\bc\fd\\e\"f/g")
+rc, out, err = run("compare", esc)
+check("compare: escapes decoded", rc == 0 and "a\\rb\\x08c\\x0cd\\e\"f/g" in out and "arbbcfd" not in out, out + err)
+svg = os.path.join(tmp, "t.svg")
+xml = report("xml.json", policy="nodes:<a&b>\u00e9")
+rc, out, err = run("compare", base, xml, "--timeline", svg)
+ok = rc == 0 and os.path.exists(svg)
+if ok:
+    import xml.etree.ElementTree as ET
+    try:
+        texts = [t.text or "" for t in ET.parse(svg).getroot().iter("{http://www.w3.org/2000/svg}text")]
+        ok = any(t.startswith("nodes:<a&b>\u00e9 (peak") for t in texts)
+    except ET.ParseError as e:
+        ok, texts = False, str(e)
+check("compare: timeline SVG is XML with the names", ok, f"{out} {err} {texts if rc == 0 else ''}")
+
+good = json.dumps({"planned_peak_bytes": 1000})
+bad = {
+    "trailing text": (good + " xyz", "unexpected text after the JSON value at line 1"),
+    "two values": (good + "\n" + good, "unexpected text after the JSON value at line 2, column 1"),
+    "truncated": ('{"planned_peak_bytes": 1000,\n  "policy": ', "not valid JSON at line 2"),
+    "bad escape": ('{"planned_peak_bytes": 1000, "policy": "a\\qb"}', "not valid JSON"),
+    "bare word": ('{"planned_peak_bytes": 1000, "policy": blocks}', "not valid JSON"),
+    "empty": ("", "not valid JSON"),
+    "not an object": ("[1, 2]", "not a trainer report"),
+    "no peak": ('{"policy": "none"}', "not a trainer report"),
+    "peak a string": ('{"planned_peak_bytes": "1000"}', '"planned_peak_bytes" is not a number'),
+    "breakdown a list": ('{"planned_peak_bytes": 1, "breakdown": [1]}', '"breakdown" is not an object'),
+    "param null": ('{"planned_peak_bytes": 1, "breakdown": {"params": null}}', '"breakdown.params" is not a number'),
+    "policy a number": ('{"planned_peak_bytes": 1, "policy": 3}', '"policy" is not a string'),
+    "losses strings": ('{"planned_peak_bytes": 1, "losses": ["2.5"]}', '"losses" is not an array of numbers'),
+    "timeline bytes": ('{"planned_peak_bytes": 1, "timeline": {"bytes": 7}}', '"timeline.bytes" is not an array of numbers'),
+}
+for name, (text, needle) in bad.items():
+    path = write_report(name.replace(" ", "_") + ".json", text)
+    expect_error(f"compare: {name}", ["compare", base, path], needle, f"'{path}'")
+expect_error("compare: missing file", ["compare", os.path.join(tmp, "nope.json")], "cannot open", "nope.json")
+shutil.rmtree(tmp)
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -1,10 +1,13 @@
 /* test_ir.c — the arena, the string map, graph construction, dead-code removal, the op table
- * and the verifier (each invariant broken on purpose must be reported).
+ * and the verifier (each invariant broken on purpose must be reported); the utilities the IR
+ * shares with libckrt (ckrt_util.h: sizes, checksum, shapes, the JSON writer).
  */
 #include "ck_ir.h"
+#include "ckrt_util.h"
 
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool diag_has(const ck_diag *d, const char *needle) {
@@ -204,6 +207,77 @@ START_TEST(attributes) {
 }
 END_TEST
 
+START_TEST(util_parse_size) {
+    static const struct { const char *s; int64_t want; } ok[] = {
+        {"1", 1},           {"1000000", 1000000},       {"512B", 512},          {"1KiB", 1024},
+        {"1.5KiB", 1536},   {"512MiB", 512ll << 20},     {"2GiB", 2ll << 30},    {"2TiB", 2ll << 40},
+        {"1KB", 1000},      {"25MB", 25000000},          {"2GB", 2000000000},    {"3TB", 3000000000000ll},
+        {"0.5", 0},         {"1.9", 1},                  {"1e6", 1000000},       {"2.5e-1KiB", 256}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        int64_t v = -1;
+        bool good = ckrt_parse_size(ok[i].s, &v);
+        ck_assert_msg(good == (ok[i].want > 0), "%s", ok[i].s); /* "0.5": under one byte */
+        if (good) ck_assert_msg(v == ok[i].want, "%s: %lld", ok[i].s, (long long)v);
+    }
+    static const char *bad[] = {"", "0", "-1", "+1", " 1", "1 ", "1e", "0x10", "1.2.3", ".5GiB", "1kib", "1KIB",
+                                "1Mib", "1 MiB", "1MiBx", "1PB", "inf", "nan", "9000000TB", "MiB"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t v = 42;
+        ck_assert_msg(!ckrt_parse_size(bad[i], &v), "'%s' accepted", bad[i]);
+        ck_assert_int_eq(v, 42);
+    }
+}
+END_TEST
+
+START_TEST(util_checksum_streams) {
+    unsigned char buf[77];
+    for (int i = 0; i < 77; i++) buf[i] = (unsigned char)(i * 37 + 11);
+    uint64_t whole = ckrt_checksum(buf, sizeof buf);
+    ck_assert(whole != ckrt_checksum(buf, sizeof buf - 1));
+    ck_assert(ckrt_checksum(NULL, 0) == CKRT_CHECKSUM_INIT);
+    /* pieces of whole words, then the rest: the same as one call */
+    uint64_t h = ckrt_checksum_update(CKRT_CHECKSUM_INIT, buf, 16);
+    h = ckrt_checksum_update(h, buf + 16, 40);
+    ck_assert(ckrt_checksum_update(h, buf + 56, 21) == whole);
+    /* one byte: (INIT ^ 'a') * the FNV prime, the value weights.bin files were written with */
+    ck_assert(ckrt_checksum("a", 1) == 0x44bd8ad473cd9906ull);
+}
+END_TEST
+
+START_TEST(util_shapes) {
+    char b[64];
+    int64_t dims[3] = {2, 30, 400};
+    ck_assert_str_eq(ckrt_shape_str(b, sizeof b, 3, dims), "(2,30,400)");
+    ck_assert_str_eq(ckrt_shape_str(b, sizeof b, 0, dims), "()");
+    ck_assert_str_eq(ckrt_shape_str(b, 6, 3, dims), "(2,30"); /* cut to fit */
+    ck_assert_int_eq(ckrt_numel(3, dims), 24000);
+    ck_assert_int_eq(ckrt_numel(0, dims), 1);
+}
+END_TEST
+
+START_TEST(util_json_writer) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    int64_t v[3] = {1, -2, 3000000000000ll};
+    fputc('{', f);
+    ckrt_json_key(f, "", "a\"b\\c");
+    ckrt_json_str(f, "x\n\ty\x01\x1f\x7f\xc3\xa9/");
+    ckrt_json_key(f, ", ", "v");
+    ckrt_json_i64s(f, 3, v, ", ");
+    ckrt_json_key(f, ", ", "w");
+    ckrt_json_i64s(f, 0, v, ",");
+    ckrt_json_key(f, ", ", "n");
+    ckrt_json_str(f, NULL);
+    fputc('}', f);
+    fclose(f);
+    ck_assert_str_eq(text, "{\"a\\\"b\\\\c\": \"x\\u000a\\u0009y\\u0001\\u001f\x7f\xc3\xa9/\", "
+                           "\"v\": [1, -2, 3000000000000], \"w\": [], \"n\": null}");
+    free(text);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ir");
     TCase *tc = tcase_create("ir");
@@ -214,6 +288,10 @@ int main(void) {
     tcase_add_test(tc, build_and_remove_dead);
     tcase_add_test(tc, verifier_catches_broken_invariants);
     tcase_add_test(tc, attributes);
+    tcase_add_test(tc, util_parse_size);
+    tcase_add_test(tc, util_checksum_streams);
+    tcase_add_test(tc, util_shapes);
+    tcase_add_test(tc, util_json_writer);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
