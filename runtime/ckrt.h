@@ -189,6 +189,15 @@ typedef struct ckrt_array {
 
 /* Reads a C-order .npy (float32, float64, int64, int32, bool). */
 int ckrt_npy_read(ckrt_ctx *c, const char *path, ckrt_array *out);
+/* The same file memory-mapped read-only (a dataset larger than RAM): m->a.data points into the
+ * mapping, which ckrt_npy_unmap releases. */
+typedef struct ckrt_npy_mapping {
+    ckrt_array a;
+    void *base;
+    size_t bytes;
+} ckrt_npy_mapping;
+int ckrt_npy_map(ckrt_ctx *c, const char *path, ckrt_npy_mapping *m);
+void ckrt_npy_unmap(ckrt_npy_mapping *m);
 /* Writes a .npy through a temporary file renamed into place: never a half-written file. */
 int ckrt_npy_write(ckrt_ctx *c, const char *path, ckrt_dtype dt, int rank, const int64_t *dims, const void *data);
 

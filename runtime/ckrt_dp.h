@@ -40,6 +40,7 @@ int ckrt_dp_shard(ckrt_dp *dp, ckrt_ctx *c, const ckrt_io *io, int i, const char
  * MPICH, Slurm), 0 when none says: it picks the rank's GPU. */
 int ckrt_dp_local_rank(void);
 int ckrt_dp_rank(const ckrt_dp *dp);
+int ckrt_dp_size(const ckrt_dp *dp); /* ranks in the job */
 /* Seed for inputs filled at random: the seed itself on rank 0, a distinct stream per other rank.
  * (Dropout keeps the seed on every rank and starts each rank at its own counters.) */
 uint64_t ckrt_dp_seed(const ckrt_dp *dp, uint64_t seed);

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/mman.h>
 
 static const struct { const char *name; size_t size; const char *npy; } dtype_tab[] = {
     [CKRT_UNDEF] = {"undefined", 0, NULL}, [CKRT_F32] = {"float32", 4, "<f4"}, [CKRT_U8] = {"uint8", 1, "|u1"},
@@ -90,16 +92,15 @@ static const char *npy_key(const char *h, const char *key) {
     return p;
 }
 
-int ckrt_npy_read(ckrt_ctx *c, const char *path, ckrt_array *out) {
-    memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return ckrt_fail(c, CKRT_ERR_USAGE, "cannot open '%s': %s", path, strerror(errno));
+/* The header of an open .npy: dtype, rank and dims in *out (data NULL), *data_at the offset of the
+ * data and *bytes its size. */
+static int npy_header(ckrt_ctx *c, FILE *f, const char *path, ckrt_array *out, long *data_at, size_t *bytes) {
     unsigned char pre[10];
     int rc = CKRT_ERR_USAGE;
     char *hdr = NULL;
     if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
         ckrt_fail(c, rc, "'%s' is not a .npy file (bad magic)", path);
-        goto done;
+        goto fail;
     }
     size_t hlen;
     if (pre[6] == 1) {
@@ -108,44 +109,44 @@ int ckrt_npy_read(ckrt_ctx *c, const char *path, ckrt_array *out) {
         unsigned char b[2];
         if (fread(b, 1, 2, f) != 2) {
             ckrt_fail(c, rc, "'%s' is truncated (header)", path);
-            goto done;
+            goto fail;
         }
         hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)b[0] << 16 | (size_t)b[1] << 24;
     } else {
         ckrt_fail(c, rc, "'%s': unsupported .npy version %d", path, pre[6]);
-        goto done;
+        goto fail;
     }
     if (hlen > (1u << 20)) {
         ckrt_fail(c, rc, "'%s': .npy header of %zu bytes is too large", path, hlen);
-        goto done;
+        goto fail;
     }
     hdr = malloc(hlen + 1);
     if (!hdr || fread(hdr, 1, hlen, f) != hlen) {
         ckrt_fail(c, rc, "'%s' is truncated (header)", path);
-        goto done;
+        goto fail;
     }
     hdr[hlen] = 0;
     const char *p = npy_key(hdr, "descr");
     char descr[16] = {0};
     if (!p || *p != '\'' || sscanf(p + 1, "%15[^']", descr) != 1) {
         ckrt_fail(c, rc, "'%s': .npy header has no descr", path);
-        goto done;
+        goto fail;
     }
     out->dtype = npy_dtype(descr);
     if (out->dtype == CKRT_UNDEF) {
         ckrt_fail(c, rc, "'%s': dtype '%s' is not supported (float32 <f4, float64 <f8, float16 <f2, int64 <i8, int32 <i4, "
                   "int16 <i2, int8 |i1, uint8 |u1, bool |b1)", path, descr);
-        goto done;
+        goto fail;
     }
     p = npy_key(hdr, "fortran_order");
     if (!p || strncmp(p, "False", 5) != 0) {
         ckrt_fail(c, rc, "'%s': Fortran-order arrays are not supported (save a C-contiguous array)", path);
-        goto done;
+        goto fail;
     }
     p = npy_key(hdr, "shape");
     if (!p || *p != '(') {
         ckrt_fail(c, rc, "'%s': .npy header has no shape", path);
-        goto done;
+        goto fail;
     }
     p++;
     int64_t numel = 1;
@@ -156,29 +157,65 @@ int ckrt_npy_read(ckrt_ctx *c, const char *path, ckrt_array *out) {
         long long d = strtoll(p, &end, 10);
         if (end == p || d < 0 || out->rank == CKRT_MAX_RANK || (d && numel > INT64_MAX / 16 / d)) {
             ckrt_fail(c, rc, "'%s': bad or too large shape in the .npy header", path);
-            goto done;
+            goto fail;
         }
         out->dims[out->rank++] = d;
         numel *= d;
         p = end;
     }
-    size_t bytes = (size_t)numel * ckrt_dtype_size(out->dtype);
-    out->data = malloc(bytes ? bytes : 1);
-    if (!out->data) {
-        ckrt_fail(c, CKRT_ERR_NOMEM, "'%s': cannot allocate %zu bytes", path, bytes);
-        goto done;
-    }
-    if (fread(out->data, 1, bytes, f) != bytes) {
-        ckrt_fail(c, rc, "'%s' is truncated: %zu data bytes expected", path, bytes);
+    *bytes = (size_t)numel * ckrt_dtype_size(out->dtype);
+    *data_at = ftell(f);
+    free(hdr);
+    return CKRT_OK;
+fail:
+    free(hdr);
+    return rc;
+}
+
+int ckrt_npy_read(ckrt_ctx *c, const char *path, ckrt_array *out) {
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f) return ckrt_fail(c, CKRT_ERR_USAGE, "cannot open '%s': %s", path, strerror(errno));
+    long at;
+    size_t bytes;
+    int rc = npy_header(c, f, path, out, &at, &bytes);
+    if (!rc && !(out->data = malloc(bytes ? bytes : 1))) rc = ckrt_fail(c, CKRT_ERR_NOMEM, "'%s': cannot allocate %zu bytes", path, bytes);
+    if (!rc && fread(out->data, 1, bytes, f) != bytes) {
+        rc = ckrt_fail(c, CKRT_ERR_USAGE, "'%s' is truncated: %zu data bytes expected", path, bytes);
         free(out->data);
         out->data = NULL;
-        goto done;
     }
-    rc = CKRT_OK;
-done:
-    free(hdr);
     fclose(f);
     return rc;
+}
+
+int ckrt_npy_map(ckrt_ctx *c, const char *path, ckrt_npy_mapping *m) {
+    memset(m, 0, sizeof *m);
+    FILE *f = fopen(path, "rb");
+    if (!f) return ckrt_fail(c, CKRT_ERR_USAGE, "cannot open '%s': %s", path, strerror(errno));
+    long at;
+    size_t bytes;
+    struct stat st;
+    int rc = npy_header(c, f, path, &m->a, &at, &bytes);
+    if (!rc && (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size < (uint64_t)at + bytes))
+        rc = ckrt_fail(c, CKRT_ERR_USAGE, "'%s' is truncated: %zu data bytes expected after its %ld-byte header", path, bytes, at);
+    if (!rc) {
+        m->bytes = (size_t)at + bytes;
+        m->base = mmap(NULL, m->bytes ? m->bytes : 1, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+        if (m->base == MAP_FAILED) {
+            m->base = NULL;
+            rc = ckrt_fail(c, CKRT_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
+        } else {
+            m->a.data = (unsigned char *)m->base + at;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+void ckrt_npy_unmap(ckrt_npy_mapping *m) {
+    if (m->base) munmap(m->base, m->bytes ? m->bytes : 1);
+    memset(m, 0, sizeof *m);
 }
 
 int ckrt_npy_write(ckrt_ctx *c, const char *path, ckrt_dtype dt, int rank, const int64_t *dims, const void *data) {

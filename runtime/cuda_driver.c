@@ -44,6 +44,7 @@
 #define _GNU_SOURCE /* dlinfo */
 #include "cuda_impl.h"
 #include "ckrt_kernels_gpu.h"
+#include "ckrt_util.h"
 
 #include <cublas_v2.h>
 #include <cuda.h>
@@ -261,13 +262,6 @@ static int load_nvrtc(ckrt_ctx *c) {
 
 /* ---------------------------------------------------------------- NVRTC and the kernel cache */
 
-static uint64_t fnv1a(const void *data, size_t n) {
-    const unsigned char *p = data;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
 /* The compile options besides the architecture: part of the kernel cache's key. No FMA
  * contraction: the bodies round as written, as they do on the CPU. */
 static const char *const nvrtc_options[] = {"--std=c++17", "--fmad=false", "--device-as-default-execution-space"};
@@ -335,7 +329,7 @@ static int pick_target(ckrt_ctx *c, int sm, int maj, int min, int *arch, int *pt
 }
 
 #define CACHE_MAGIC "CKPTCKRN"
-#define CACHE_VERSION 2u
+#define CACHE_VERSION 3u /* 3: keys and payloads hashed by ckrt_checksum (8-byte words) */
 typedef struct cache_header {
     char magic[8];
     uint32_t version, arch; /* arch: the target, sm_XY or (ptx set) compute_XY */
@@ -375,7 +369,7 @@ static void *cache_read(const char *path, const cache_header *key, size_t *bytes
         h.nvrtc_major == key->nvrtc_major &&
         h.nvrtc_minor == key->nvrtc_minor && h.payload_bytes > 0 && h.payload_bytes < ((uint64_t)1 << 31) &&
         (buf = malloc((size_t)h.payload_bytes)) && fread(buf, 1, (size_t)h.payload_bytes, f) == h.payload_bytes &&
-        fnv1a(buf, (size_t)h.payload_bytes) == h.payload_checksum) {
+        ckrt_checksum(buf, (size_t)h.payload_bytes) == h.payload_checksum) {
         *bytes = (size_t)h.payload_bytes;
     } else {
         free(buf);
@@ -394,7 +388,7 @@ static void cache_write(const char *dir, const char *path, cache_header h, const
     mkdir(tmp, 0777);
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     h.payload_bytes = bytes;
-    h.payload_checksum = fnv1a(cubin, bytes);
+    h.payload_checksum = ckrt_checksum(cubin, bytes);
     FILE *f = fopen(tmp, "wb");
     if (!f) return;
     int ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(cubin, 1, bytes, f) == bytes;
@@ -463,8 +457,8 @@ static int load_kernels(ckrt_ctx *c, const ckrt_cuda_options *o) {
     cache_header key;
     memset(&key, 0, sizeof key);
     memcpy(key.magic, CACHE_MAGIC, 8);
-    key.version = CACHE_VERSION, key.arch = (uint32_t)arch, key.ptx = (uint32_t)ptx, key.source_hash = fnv1a(src, strlen(src));
-    for (int i = 0; i < N_NVRTC_OPTIONS; i++) key.options_hash = key.options_hash * 31 + fnv1a(nvrtc_options[i], strlen(nvrtc_options[i]));
+    key.version = CACHE_VERSION, key.arch = (uint32_t)arch, key.ptx = (uint32_t)ptx, key.source_hash = ckrt_checksum(src, strlen(src));
+    for (int i = 0; i < N_NVRTC_OPTIONS; i++) key.options_hash = key.options_hash * 31 + ckrt_checksum(nvrtc_options[i], strlen(nvrtc_options[i]));
     key.nvrtc_major = (uint32_t)maj, key.nvrtc_minor = (uint32_t)min;
     cache_path(cpath, sizeof cpath, dir, &key);
     size_t bytes = 0;

@@ -287,6 +287,7 @@ int ckrt_dp_shard(ckrt_dp *dp, ckrt_ctx *c, const ckrt_io *io, int i, const char
 }
 
 int ckrt_dp_rank(const ckrt_dp *dp) { return dp->rank; }
+int ckrt_dp_size(const ckrt_dp *dp) { return dp->size; }
 
 int ckrt_dp_local_rank(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};

@@ -177,6 +177,7 @@ static int run_program(run *r, int argc, char **argv) {
     r->steps = 1;
     int rc = ckrt_run_parse_args(r, argc, argv);
     if (!rc) rc = select_device(r);
+    if (!rc) rc = ckrt_run_open_data(r); /* sets the steps from --epochs */
     if (rc > 0 && r->dp) rc = ckrt_dp_agree(r->dp, c, rc);
     if (rc) return rc;
     if (p->n_inputs > 64) return ckrt_fail(c, CKRT_ERR_INTERNAL, "more than 64 inputs");
@@ -202,13 +203,15 @@ static int run_program(run *r, int argc, char **argv) {
         double t_start = ckrt_run_now();
         for (int64_t s = 0; !rc && s < r->steps; s++) {
             double t0 = ckrt_run_now();
-            if (training(r)) {
+            rc = ckrt_run_feed(r, s); /* --data: this step's batch */
+            if (!rc && training(r)) {
                 rc = train_step(r, s);
-            } else {
+            } else if (!rc) {
                 c->step = s + 1;
                 rc = p->step(c);
                 if (!rc) rc = c->be->synchronize(c);
             }
+            rc = ckrt_run_data_context(r, s, rc);
             r->step_seconds[s] = ckrt_run_now() - t0;
             if (s == 0 && !rc) { /* the high-water mark of one whole step, measured before reuse hides it */
                 c->node = NULL;
@@ -221,6 +224,7 @@ static int run_program(run *r, int argc, char **argv) {
             }
             if (!rc && training(r)) {
                 double el = ckrt_run_now() - t_start;
+                if (r->n_data) printf("epoch %lld  ", (long long)(r->epoch + 1));
                 printf("step %lld/%lld  loss %.6f  %.1f ms", (long long)(s + 1), (long long)r->steps, r->losses[s],
                        r->step_seconds[s] * 1e3);
                 if (r->steps >= 20) printf("  (%.0f%%, %.1f s left)", 100.0 * (double)(s + 1) / (double)r->steps,
@@ -253,6 +257,7 @@ static int run_program(run *r, int argc, char **argv) {
             printf("%s: %lld step%s; planned peak %lld bytes, measured %lld bytes\n", p->name, (long long)r->steps,
                    r->steps == 1 ? "" : "s", (long long)p->arena_bytes, (long long)r->measured);
     }
+    ckrt_run_close_data(r);
     ckrt_run_free_grad_dump(r);
     c->be->arena_free(c, c->arena);
     c->arena = NULL;

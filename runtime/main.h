@@ -11,6 +11,7 @@
 
 #include "ckrt.h"
 #include "ckrt_dp.h"
+#include "ckrt_util.h"
 
 #include <stdbool.h>
 
@@ -32,6 +33,13 @@ typedef struct run {
     int from_file[64];
     ckrt_dp *dp;                   /* data-parallel programs (ckptc --data-parallel); NULL otherwise */
     unsigned char *grad_block;     /* --dump-grads: the host copies of the last step's gradients */
+    /* --data (main_data.c): datasets for inputs, N samples each, B (the input's batch axis) a step */
+    struct { int input; const char *path; ckrt_npy_mapping map; } data[64];
+    int n_data, shuffle, steps_given;
+    int64_t epochs;                /* --epochs; 0: not given (one epoch) */
+    int64_t n_samples, batch, batches_per_epoch, epoch, first_step;
+    int64_t *order;                /* this epoch's sample order */
+    unsigned char *gather;         /* one input's batch, gathered when its rows are not contiguous */
 } run;
 
 static inline bool training(const run *r) { return r->p->forward != NULL; }
@@ -48,8 +56,13 @@ int ckrt_run_write_arena_npy(ckrt_ctx *c, const char *path, ckrt_dtype dt, int r
 int ckrt_run_write_npys(run *r, const char *dir, bool grads);
 int ckrt_run_alloc_grad_dump(run *r);
 void ckrt_run_free_grad_dump(run *r);
-int64_t ckrt_run_numel(int rank, const int64_t *dims);
-void ckrt_run_shape_str(char *buf, size_t n, int rank, const int64_t *dims);
+
+/* main_data.c: the datasets mapped and checked (steps set from --epochs), a step's batch written
+ * to the inputs, the mappings released */
+int ckrt_run_open_data(run *r);
+int ckrt_run_feed(run *r, int64_t step);
+int ckrt_run_data_context(run *r, int64_t step, int rc); /* adds the batch's rows to a failure's message */
+void ckrt_run_close_data(run *r);
 
 /* main_report.c */
 void ckrt_run_print_summary(const run *r);

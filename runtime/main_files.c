@@ -48,18 +48,6 @@ static void fill_input(const ckrt_io *io, void *dst, uint64_t seed, int index) {
     }
 }
 
-void ckrt_run_shape_str(char *buf, size_t n, int rank, const int64_t *dims) {
-    size_t k = (size_t)snprintf(buf, n, "(");
-    for (int i = 0; i < rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ",%lld" : "%lld", (long long)dims[i]);
-    if (k < n) snprintf(buf + k, n - k, ")");
-}
-
-int64_t ckrt_run_numel(int rank, const int64_t *dims) {
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= dims[i];
-    return n;
-}
-
 /* ---------------------------------------------------------------- weights */
 
 static int weights_path(run *r, char *path, size_t n) {
@@ -168,8 +156,14 @@ int ckrt_run_load_inputs(run *r) {
     for (int i = 0; i < p->n_inputs; i++) {
         const ckrt_io *io = &p->inputs[i];
         r->from_file[i] = r->input_file[i] != NULL;
+        bool data = false;
+        for (int k = 0; k < r->n_data; k++) data |= r->data[k].input == i;
+        if (data) {
+            r->from_file[i] = 2; /* written before each step (main_data.c) */
+            continue;
+        }
         if (!r->input_file[i]) {
-            int64_t bytes = ckrt_run_numel(io->rank, io->dims) * (int64_t)ckrt_dtype_size(io->dtype);
+            int64_t bytes = ckrt_numel(io->rank, io->dims) * (int64_t)ckrt_dtype_size(io->dtype);
             void *buf = malloc((size_t)(bytes > 0 ? bytes : 1));
             if (!buf) return ckrt_fail(c, CKRT_ERR_NOMEM, "input '%s': cannot allocate %lld bytes", io->name, (long long)bytes);
             fill_input(io, buf, ckrt_dp_seed(r->dp, r->seed), i);
@@ -186,10 +180,10 @@ int ckrt_run_load_inputs(run *r) {
             return c->code;
         }
         char want[200], got[200];
-        ckrt_run_shape_str(want, sizeof want, io->rank, io->dims);
-        ckrt_run_shape_str(got, sizeof got, a.rank, a.dims);
+        ckrt_shape_str(want, sizeof want, io->rank, io->dims);
+        ckrt_shape_str(got, sizeof got, a.rank, a.dims);
         int rc = CKRT_OK;
-        bool same = a.rank == io->rank && ckrt_run_numel(a.rank, a.dims) == ckrt_run_numel(io->rank, io->dims);
+        bool same = a.rank == io->rank && ckrt_numel(a.rank, a.dims) == ckrt_numel(io->rank, io->dims);
         for (int k = 0; same && k < a.rank; k++) same = a.dims[k] == io->dims[k];
         if (a.dtype != io->dtype)
             rc = ckrt_fail(c, CKRT_ERR_USAGE, "input '%s': '%s' holds %s %s but the model takes %s %s", io->name,
@@ -198,7 +192,7 @@ int ckrt_run_load_inputs(run *r) {
             rc = ckrt_fail(c, CKRT_ERR_USAGE, "input '%s': '%s' has shape %s but the model takes %s", io->name,
                            r->input_file[i], got, want);
         else
-            rc = ckrt_arena_write(c, io->offset, a.data, ckrt_run_numel(a.rank, a.dims) * (int64_t)ckrt_dtype_size(a.dtype));
+            rc = ckrt_arena_write(c, io->offset, a.data, ckrt_numel(a.rank, a.dims) * (int64_t)ckrt_dtype_size(a.dtype));
         free(a.data);
         if (rc) return rc;
     }
@@ -213,7 +207,7 @@ int ckrt_run_ensure_dir(ckrt_ctx *c, const char *dir) {
 
 /* A tensor of the arena to an .npy file, through a host copy of its size. */
 int ckrt_run_write_arena_npy(ckrt_ctx *c, const char *path, ckrt_dtype dt, int rank, const int64_t *dims, int64_t offset) {
-    int64_t bytes = ckrt_run_numel(rank, dims) * (int64_t)ckrt_dtype_size(dt);
+    int64_t bytes = ckrt_numel(rank, dims) * (int64_t)ckrt_dtype_size(dt);
     void *buf;
     CKRT_TRY(ckrt_arena_fetch(c, offset, bytes, &buf));
     int rc = ckrt_npy_write(c, path, dt, rank, dims, buf);
@@ -250,7 +244,7 @@ int ckrt_run_alloc_grad_dump(run *r) {
     const ckrt_program *p = r->p;
     int64_t total = 0;
     for (int i = 0; i < p->n_state; i++)
-        if (p->state[i].grad_offset >= 0) total += ckrt_run_numel(p->state[i].rank, p->state[i].dims) * (int64_t)ckrt_dtype_size(p->state[i].dtype);
+        if (p->state[i].grad_offset >= 0) total += ckrt_numel(p->state[i].rank, p->state[i].dims) * (int64_t)ckrt_dtype_size(p->state[i].dtype);
     void **slot = calloc((size_t)p->n_state + 1, sizeof *slot);
     unsigned char *block = calloc((size_t)total + 1, 1);
     if (!slot || !block) {
@@ -262,7 +256,7 @@ int ckrt_run_alloc_grad_dump(run *r) {
     for (int64_t i = 0, at = 0; i < p->n_state; i++)
         if (p->state[i].grad_offset >= 0) {
             slot[i] = block + at;
-            at += (ckrt_run_numel(p->state[i].rank, p->state[i].dims) * (int64_t)ckrt_dtype_size(p->state[i].dtype));
+            at += (ckrt_numel(p->state[i].rank, p->state[i].dims) * (int64_t)ckrt_dtype_size(p->state[i].dtype));
         }
     r->c.grad_dump = slot;
     return CKRT_OK;

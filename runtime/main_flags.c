@@ -14,6 +14,7 @@ static const char *usage_infer =
     "          [--weights FILE] [--help]\n"
     "\n"
     "  --input NAME=FILE.npy  feed input NAME (dtype and shape must match exactly)\n"
+    "  --data NAME=FILE.npy   a dataset for input NAME, B samples a step (see the training program's --help)\n"
     "  --seed S               seed for inputs not given (default 0)\n"
     "  --dump-outputs DIR     write every output to DIR/NAME.npy\n"
     "  --report FILE.json     write planned and measured peak memory and timings\n"
@@ -23,11 +24,16 @@ static const char *usage_infer =
     "  --tf32                 CUDA: let cuBLAS use TF32 tensor cores (faster, ~1e-3 relative error)\n";
 
 static const char *usage_train =
-    "usage: %s [--steps N] [--input NAME=FILE.npy]... [--seed S] [--dump-grads DIR] [--dump-params DIR]\n"
-    "          [--report FILE.json] [--save-weights FILE] [--weights FILE] [--allow-nonfinite] [--help]\n"
+    "usage: %s [--steps N] [--input NAME=FILE.npy]... [--data NAME=FILE.npy]... [--epochs E] [--shuffle]\n"
+    "          [--seed S] [--dump-grads DIR] [--dump-params DIR] [--report FILE.json] [--save-weights FILE]\n"
+    "          [--weights FILE] [--allow-nonfinite] [--help]\n"
     "\n"
-    "  --steps N              training steps on the same batch (default 1)\n"
-    "  --input NAME=FILE.npy  feed input NAME (dtype and shape must match exactly)\n"
+    "  --steps N              training steps (default 1; with --data: the epochs' steps, N caps them)\n"
+    "  --input NAME=FILE.npy  feed input NAME the same batch every step (dtype and shape exactly the input's)\n"
+    "  --data NAME=FILE.npy   a dataset for input NAME: (N, ...) with ... the input's shape without its batch\n"
+    "                         axis B; step k reads samples [kB, (k+1)B); memory-mapped; every --data has N samples\n"
+    "  --epochs E             passes over the datasets: E x floor(N / B) steps (default 1)\n"
+    "  --shuffle              a new order of the samples every epoch (from --seed), the same for every input\n"
     "  --seed S               seed for inputs not given and for dropout (default 0)\n"
     "  --dump-grads DIR       gradients of the last step, each as its update reads it: DIR/PARAM.npy\n"
     "  --dump-params DIR      parameters and buffers after training: DIR/NAME.npy\n"
@@ -52,27 +58,6 @@ static int parse_u64(ckrt_ctx *c, const char *flag, const char *s, uint64_t *out
     return CKRT_OK;
 }
 
-/* SIZE as ckptc reads it: bytes, or a number with a binary (KiB, MiB, GiB, TiB) or decimal (KB,
- * MB, GB, TB) unit; B alone is bytes. */
-static int parse_size(ckrt_ctx *c, const char *flag, const char *s, int64_t *out) {
-    static const struct { const char *u; double m; } units[] = {
-        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-        {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!errno && end != s && v > 0 && s[0] >= '0' && s[0] <= '9')
-        for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
-            if (!strcmp(end, units[k].u)) {
-                double b = v * units[k].m;
-                if (b < 1 || b >= 9e18) break;
-                *out = (int64_t)b;
-                return CKRT_OK;
-            }
-    return ckrt_fail(c, CKRT_ERR_USAGE, "%s '%s': expected a size such as 512MiB, 2GB or 1000000 (units B, KiB, MiB, GiB, KB, MB, GB)",
-                     flag, s);
-}
-
 int ckrt_run_parse_args(run *r, int argc, char **argv) {
     static const struct option opts[] = {
         {"input", required_argument, 0, 'i'},  {"seed", required_argument, 0, 's'},        {"dump-outputs", required_argument, 0, 'o'},
@@ -81,19 +66,22 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         {"save-weights", required_argument, 0, 'W'}, {"allow-nonfinite", no_argument, 0, 'A'},
         {"timeline", required_argument, 0, 'T'}, {"mem-limit", required_argument, 0, 'M'},
         {"device", required_argument, 0, 'D'}, {"tf32", no_argument, 0, 'F'},
+        {"data", required_argument, 0, 'd'},   {"epochs", required_argument, 0, 'E'},      {"shuffle", no_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     ckrt_ctx *c = &r->c;
     int ch;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         const char *opt = argv[optind - 1];
-        bool train_only = ch == 'n' || ch == 'g' || ch == 'p' || ch == 'W' || ch == 'A' || ch == 'T';
+        bool train_only = ch == 'n' || ch == 'g' || ch == 'p' || ch == 'W' || ch == 'A' || ch == 'T' || ch == 'E' || ch == 'S';
         if (train_only && !training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "%s: this is an inference program (see --help)", opt);
         if (ch == 'o' && training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "--dump-outputs: a training program's output is its loss; see --report");
         switch (ch) {
-        case 'i': {
+        case 'i':
+        case 'd': {
+            const char *flag = ch == 'i' ? "--input" : "--data";
             const char *eq = strchr(optarg, '=');
-            if (!eq || eq == optarg || !eq[1]) return ckrt_fail(c, CKRT_ERR_USAGE, "--input '%s': expected NAME=FILE.npy", optarg);
+            if (!eq || eq == optarg || !eq[1]) return ckrt_fail(c, CKRT_ERR_USAGE, "%s '%s': expected NAME=FILE.npy", flag, optarg);
             int k = 0;
             while (k < r->p->n_inputs && (strncmp(r->p->inputs[k].name, optarg, (size_t)(eq - optarg)) != 0 ||
                                           r->p->inputs[k].name[eq - optarg] != 0))
@@ -102,18 +90,36 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
                 char names[512] = "";
                 for (int j = 0; j < r->p->n_inputs; j++)
                     snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "", r->p->inputs[j].name);
-                return ckrt_fail(c, CKRT_ERR_USAGE, "--input: the model has no input named '%.*s' (inputs: %s)",
+                return ckrt_fail(c, CKRT_ERR_USAGE, "%s: the model has no input named '%.*s' (inputs: %s)", flag,
                                  (int)(eq - optarg), optarg, names);
             }
-            r->input_file[k] = eq + 1;
+            bool data = false;
+            for (int j = 0; j < r->n_data; j++) data |= r->data[j].input == k;
+            if (r->input_file[k] || data)
+                return ckrt_fail(c, CKRT_ERR_USAGE, "%s: input '%s' is given twice (--input and --data each feed it)", flag, r->p->inputs[k].name);
+            if (ch == 'i') {
+                r->input_file[k] = eq + 1;
+            } else {
+                r->data[r->n_data].input = k;
+                r->data[r->n_data++].path = eq + 1;
+            }
             break;
         }
+        case 'E': {
+            uint64_t v = 0;
+            CKRT_TRY(parse_u64(c, "--epochs", optarg, &v, 1));
+            if (v > 1000000) return ckrt_fail(c, CKRT_ERR_USAGE, "--epochs %llu: at most 1000000", (unsigned long long)v);
+            r->epochs = (int64_t)v;
+            break;
+        }
+        case 'S': r->shuffle = 1; break;
         case 's': CKRT_TRY(parse_u64(c, "--seed", optarg, &r->seed, 0)); break;
         case 'n': {
             uint64_t v = 0;
             CKRT_TRY(parse_u64(c, "--steps", optarg, &v, 1));
             if (v > 100000000) return ckrt_fail(c, CKRT_ERR_USAGE, "--steps %llu: at most 100000000", (unsigned long long)v);
             r->steps = (int64_t)v;
+            r->steps_given = 1;
             break;
         }
         case 'o': r->dump_dir = optarg; break;
@@ -124,7 +130,11 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         case 'W': r->save_weights = optarg; break;
         case 'A': r->allow_nonfinite = 1; break;
         case 'T': r->timeline = optarg; break;
-        case 'M': CKRT_TRY(parse_size(c, "--mem-limit", optarg, &r->mem_limit)); break;
+        case 'M':
+            if (!ckrt_parse_size(optarg, &r->mem_limit))
+                return ckrt_fail(c, CKRT_ERR_USAGE, "--mem-limit '%s': expected a size such as 512MiB, 2GB or 1000000 (units B, KiB, "
+                                 "MiB, GiB, TiB, KB, MB, GB, TB)", optarg);
+            break;
         case 'D':
             if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
                 return ckrt_fail(c, CKRT_ERR_USAGE, "--device '%s': expected cpu or cuda", optarg);

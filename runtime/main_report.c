@@ -72,16 +72,6 @@ void ckrt_run_print_summary(const run *r) {
     if (training(r) && r->steps > 0) printf("  %-20s %12.6f -> %.6f\n", "loss", r->losses[0], r->losses[r->steps - 1]);
 }
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *q = (const unsigned char *)s; *q; q++) {
-        if (*q == '"' || *q == '\\') fprintf(f, "\\%c", *q);
-        else if (*q < 0x20) fprintf(f, "\\u%04x", *q);
-        else fputc(*q, f);
-    }
-    fputc('"', f);
-}
-
 int ckrt_run_write_report(run *r) {
     const ckrt_program *p = r->p;
     char tmp[4200];
@@ -90,16 +80,19 @@ int ckrt_run_write_report(run *r) {
     if (!f) return ckrt_fail(&r->c, CKRT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
     static const char *cat[] = {"params", "inputs", "activations", "workspace", "grads", "optimizer_state"};
     fprintf(f, "{\n  \"program\": ");
-    json_str(f, p->name);
+    ckrt_json_str(f, p->name);
     fprintf(f, ",\n  \"backend\": \"%s\",\n  \"mode\": \"%s\",\n", r->c.be->name, training(r) ? "train" : "infer");
     ckrt_device_stats ds;
-    if (r->c.be->dev && ckrt_cuda_stats(&r->c, &ds) == CKRT_OK)
-        fprintf(f, "  \"device\": {\"name\": \"%s\", \"used_bytes_context_included\": %lld, \"total_bytes\": %lld, "
+    if (r->c.be->dev && ckrt_cuda_stats(&r->c, &ds) == CKRT_OK) {
+        fprintf(f, "  \"device\": {\"name\": ");
+        ckrt_json_str(f, ckrt_cuda_describe());
+        fprintf(f, ", \"used_bytes_context_included\": %lld, \"total_bytes\": %lld, "
                    "\"copy_bytes\": %lld, \"copy_ms\": %.3f, \"copy_exposed_ms\": %.3f, \"host_io_ms\": %.3f, "
                    "\"host_staging_bytes\": %lld, \"nvrtc_ms\": %.1f, \"kernel_cache_hit\": %s},\n",
-                ckrt_cuda_describe(), (long long)ds.mem_used_bytes, (long long)ds.mem_total_bytes, (long long)ds.copy_bytes,
+                (long long)ds.mem_used_bytes, (long long)ds.mem_total_bytes, (long long)ds.copy_bytes,
                 ds.copy_ms, ds.copy_exposed_ms, ds.host_io_ms, (long long)ds.host_staging_bytes, ds.compile_ms,
                 ds.cache_hit ? "true" : "false");
+    }
     fprintf(f, "  \"planned_peak_bytes\": %lld,\n  \"measured_peak_bytes\": %lld,\n", (long long)p->arena_bytes,
             (long long)r->measured);
     /* the largest host copy of arena bytes held at once (dumps of outputs and parameters) */
@@ -113,15 +106,25 @@ int ckrt_run_write_report(run *r) {
         fprintf(f, "  \"timeline\": {\"backward_step\": %d, \"update_step\": %d, \"recompute_steps\": [", p->backward_step,
                 p->update_step);
         for (int i = 0; i < p->n_recompute_steps; i++) fprintf(f, "%s%d", i ? ", " : "", p->recompute_steps[i]);
-        fprintf(f, "], \"bytes\": [");
-        for (int i = 0; i < p->n_timeline; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)p->timeline[i]);
-        fprintf(f, "]},\n");
+        fprintf(f, "], \"bytes\": ");
+        ckrt_json_i64s(f, p->n_timeline, p->timeline, ", ");
+        fprintf(f, "},\n");
     }
     if (r->dp) ckrt_dp_report_json(r->dp, f);
     fprintf(f, "  \"step_time_ms\": %.4f,\n", median_ms(r));
     fprintf(f, "  \"step_seconds\": [");
     for (int64_t i = 0; i < r->steps; i++) fprintf(f, "%s%.6f", i ? ", " : "", r->step_seconds[i]);
     fprintf(f, "],\n");
+    if (r->n_data) {
+        fprintf(f, "  \"data\": {\"samples\": %lld, \"batch\": %lld, \"batches_per_epoch\": %lld, \"epochs\": %lld, "
+                   "\"shuffle\": %s, \"files\": {", (long long)r->n_samples, (long long)r->batch, (long long)r->batches_per_epoch,
+                (long long)(r->steps + r->batches_per_epoch - 1) / r->batches_per_epoch, r->shuffle ? "true" : "false");
+        for (int k = 0; k < r->n_data; k++) {
+            ckrt_json_key(f, k ? ", " : "", r->p->inputs[r->data[k].input].name);
+            ckrt_json_str(f, r->data[k].path);
+        }
+        fprintf(f, "}},\n");
+    }
     if (training(r)) {
         fprintf(f, "  \"losses\": [");
         for (int64_t i = 0; i < r->steps; i++) fprintf(f, "%s%.9g", i ? ", " : "", r->losses[i]);
@@ -129,15 +132,13 @@ int ckrt_run_write_report(run *r) {
     }
     fprintf(f, "  \"inputs\": {");
     for (int i = 0; i < p->n_inputs; i++) {
-        fprintf(f, "%s", i ? ", " : "");
-        json_str(f, p->inputs[i].name);
-        fprintf(f, ": \"%s\"", r->from_file[i] ? "file" : "random");
+        ckrt_json_key(f, i ? ", " : "", p->inputs[i].name);
+        fprintf(f, "\"%s\"", r->from_file[i] == 2 ? "data" : r->from_file[i] ? "file" : "random");
     }
     fprintf(f, "},\n  \"outputs\": {");
     for (int i = 0; i < p->n_outputs; i++) {
-        fprintf(f, "%s", i ? ", " : "");
-        json_str(f, p->outputs[i].name);
-        fprintf(f, ": \"%s.npy\"", p->outputs[i].file); /* sanitized: [A-Za-z0-9._-] only */
+        ckrt_json_key(f, i ? ", " : "", p->outputs[i].name);
+        fprintf(f, "\"%s.npy\"", p->outputs[i].file); /* sanitized: [A-Za-z0-9._-] only */
     }
     fprintf(f, "}\n}\n");
     if (fclose(f) != 0 || rename(tmp, r->report) != 0) {

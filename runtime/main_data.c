@@ -1,0 +1,154 @@
+/* main_data.c — datasets for ckrt_main (--data NAME=FILE.npy, --epochs, --shuffle).
+ *
+ * A dataset is a .npy whose axis 0 indexes samples and whose other axes are the input's shape
+ * without its batch axis; it is memory-mapped, so one larger than RAM works (the kernel pages in
+ * the rows a batch reads). Every dataset of a run has the same number of samples N; an epoch is
+ * floor(N / G) batches of G = ranks x B samples (the last partial batch is dropped), and each
+ * rank trains on its own B of them: rows [k G + rank B, k G + (rank + 1) B) of the epoch's order.
+ * The order is 0..N-1, or with --shuffle a permutation drawn for each epoch from the seed and
+ * the epoch number (Fisher-Yates over splitmix64), the same for every input and every rank.
+ * Before each step the batch's rows are written to the inputs' arena bytes: straight from the
+ * mapping when they are contiguous, else gathered into one host buffer of the batch's size.
+ */
+#include "main.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t mix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The rows of epoch e: the identity, or a permutation that depends only on (seed, e). */
+static void epoch_order(run *r, int64_t e) {
+    int64_t n = r->n_samples;
+    for (int64_t i = 0; i < n; i++) r->order[i] = i;
+    if (!r->shuffle) return;
+    uint64_t s = r->seed * 0xD1B54A32D192ED03ull + (uint64_t)e * 0x8CB92BA72F3D8DD7ull + 0x5851F42D4C957F2Dull;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(mix(&s) % (uint64_t)(i + 1));
+        int64_t t = r->order[i];
+        r->order[i] = r->order[j], r->order[j] = t;
+    }
+}
+
+/* One dataset against its input: the dtype, the trailing axes, at least one batch of rows. */
+static int check_dataset(run *r, int k) {
+    ckrt_ctx *c = &r->c;
+    const ckrt_io *io = &r->p->inputs[r->data[k].input];
+    const ckrt_array *a = &r->data[k].map.a;
+    const char *path = r->data[k].path;
+    char want[200], got[200]; /* want: "(64)" for an input (B, 64); printed as (N,64) */
+    ckrt_shape_str(want, sizeof want, io->rank > 0 ? io->rank - 1 : 0, io->dims + 1);
+    want[strlen(want) - 1] = 0;
+    ckrt_shape_str(got, sizeof got, a->rank, a->dims);
+    if (a->dtype != io->dtype)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "--data %s: '%s' holds %s but the input is %s", io->name, path, ckrt_dtype_name(a->dtype),
+                         ckrt_dtype_name(io->dtype));
+    bool same = io->rank >= 1 && a->rank == io->rank;
+    for (int d = 1; same && d < a->rank; d++) same = a->dims[d] == io->dims[d];
+    if (!same)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "--data %s: '%s' has shape %s; this input takes (N%s%s): N samples of its shape without "
+                         "the batch axis", io->name, path, got, io->rank > 1 ? "," : "", want + 1);
+    int ranks = r->dp ? ckrt_dp_size(r->dp) : 1;
+    if (a->dims[0] < io->dims[0] * ranks)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "--data %s: '%s' has %lld samples, fewer than one batch of %lld%s", io->name, path,
+                         (long long)a->dims[0], (long long)(io->dims[0] * ranks), ranks > 1 ? " (all ranks)" : "");
+    return CKRT_OK;
+}
+
+int ckrt_run_open_data(run *r) {
+    ckrt_ctx *c = &r->c;
+    if (r->n_data == 0) {
+        if (r->epochs || r->shuffle)
+            return ckrt_fail(c, CKRT_ERR_USAGE, "%s needs a dataset (--data NAME=FILE.npy)", r->epochs ? "--epochs" : "--shuffle");
+        return CKRT_OK;
+    }
+    for (int k = 0; k < r->n_data; k++) {
+        CKRT_TRY(ckrt_npy_map(c, r->data[k].path, &r->data[k].map));
+        CKRT_TRY(check_dataset(r, k));
+        int64_t n = r->data[k].map.a.dims[0];
+        if (k > 0 && n != r->n_samples)
+            return ckrt_fail(c, CKRT_ERR_USAGE, "--data: '%s' has %lld samples but '%s' has %lld: every dataset needs the same number",
+                             r->data[0].path, (long long)r->n_samples, r->data[k].path, (long long)n);
+        r->n_samples = n;
+    }
+    int ranks = r->dp ? ckrt_dp_size(r->dp) : 1;
+    r->batch = r->p->inputs[r->data[0].input].dims[0];
+    r->batches_per_epoch = r->n_samples / (r->batch * ranks);
+    int64_t from_epochs = (r->epochs ? r->epochs : 1) * r->batches_per_epoch;
+    if (!r->steps_given || from_epochs < r->steps) r->steps = from_epochs; /* --steps caps */
+    r->order = malloc((size_t)r->n_samples * sizeof *r->order);
+    int64_t most = 0;
+    for (int k = 0; k < r->n_data; k++) {
+        const ckrt_io *io = &r->p->inputs[r->data[k].input];
+        int64_t bytes = ckrt_numel(io->rank, io->dims) * (int64_t)ckrt_dtype_size(io->dtype);
+        if (bytes > most) most = bytes;
+    }
+    r->gather = malloc((size_t)(most > 0 ? most : 1));
+    if (!r->order || !r->gather) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate the dataset's order (%lld samples)",
+                                                  (long long)r->n_samples);
+    return CKRT_OK;
+}
+
+int ckrt_run_feed(run *r, int64_t step) {
+    if (r->n_data == 0) return CKRT_OK;
+    ckrt_ctx *c = &r->c;
+    int64_t e = step / r->batches_per_epoch, k = step % r->batches_per_epoch;
+    if (k == 0 || step == r->first_step) epoch_order(r, e);
+    r->epoch = e;
+    int ranks = r->dp ? ckrt_dp_size(r->dp) : 1, rank = r->dp ? ckrt_dp_rank(r->dp) : 0;
+    const int64_t *rows = r->order + k * r->batch * ranks + rank * r->batch;
+    bool contiguous = true;
+    for (int64_t i = 1; contiguous && i < r->batch; i++) contiguous = rows[i] == rows[0] + i;
+    for (int d = 0; d < r->n_data; d++) {
+        const ckrt_io *io = &r->p->inputs[r->data[d].input];
+        int64_t row = ckrt_numel(io->rank - 1, io->dims + 1) * (int64_t)ckrt_dtype_size(io->dtype);
+        const unsigned char *src = r->data[d].map.a.data;
+        if (contiguous) {
+            CKRT_TRY(ckrt_arena_write(c, io->offset, src + rows[0] * row, r->batch * row));
+            continue;
+        }
+        for (int64_t i = 0; i < r->batch; i++) memcpy(r->gather + i * row, src + rows[i] * row, (size_t)row);
+        CKRT_TRY(ckrt_arena_write(c, io->offset, r->gather, r->batch * row));
+    }
+    return CKRT_OK;
+}
+
+/* A step that failed on --data (a label out of range, a NaN): which samples it read, so that a
+ * "position i" in the kernel's message can be traced to its row of the dataset. */
+int ckrt_run_data_context(run *r, int64_t step, int rc) {
+    if (r->n_data == 0 || !rc) return rc;
+    ckrt_ctx *c = &r->c;
+    int ranks = r->dp ? ckrt_dp_size(r->dp) : 1, rank = r->dp ? ckrt_dp_rank(r->dp) : 0;
+    const int64_t *rows = r->order + step % r->batches_per_epoch * r->batch * ranks + rank * r->batch;
+    char list[600] = "";
+    bool contiguous = true;
+    for (int64_t i = 1; contiguous && i < r->batch; i++) contiguous = rows[i] == rows[0] + i;
+    if (contiguous) {
+        snprintf(list, sizeof list, "rows %lld-%lld", (long long)rows[0], (long long)(rows[0] + r->batch - 1));
+    } else {
+        size_t n = (size_t)snprintf(list, sizeof list, "rows");
+        for (int64_t i = 0; i < r->batch && n < sizeof list - 32; i++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%lld", i ? "," : " ", (long long)rows[i]);
+        if (n >= sizeof list - 32) snprintf(list + n, sizeof list - n, ",...");
+    }
+    char msg[sizeof c->msg];
+    snprintf(msg, sizeof msg, "%s", c->msg);
+    const char *node = c->node;
+    c->node = NULL;
+    ckrt_fail(c, rc, "%.900s (step %lld's batch is the datasets' %s%s)", msg, (long long)(step + 1), list,
+              contiguous ? "" : ", in batch order");
+    c->node = node;
+    return rc;
+}
+
+void ckrt_run_close_data(run *r) {
+    for (int k = 0; k < r->n_data; k++) ckrt_npy_unmap(&r->data[k].map);
+    free(r->order);
+    free(r->gather);
+    r->order = NULL, r->gather = NULL;
+}
