@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 
 static const ck_emit_fn emitters[CK_OP_COUNT] = {
-#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws) [CK_OP_##e] = ck_emit_##kernel,
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws, flops, fold, view, in_place) [CK_OP_##e] = ck_emit_##kernel,
 #include "ops.def"
 #undef CK_OP
 };
@@ -32,6 +32,15 @@ void ck_emit_printf(ck_emit *e, const char *fmt, ...) {
     va_start(ap, fmt);
     vfprintf(e->f, fmt, ap);
     va_end(ap);
+}
+
+void ck_emit_call(ck_emit *e, const char *entry) {
+    ck_emit_printf(e, "    CKRT_TRY(ckrt_%s(c", entry);
+    if (!e->calls) return;
+    for (int i = 0; i < e->calls->n; i++)
+        if (strcmp(e->calls->entry[i], entry) == 0) return;
+    CK_ASSERT(e->calls->n < (int)(sizeof e->calls->entry / sizeof e->calls->entry[0]));
+    e->calls->entry[e->calls->n++] = entry;
 }
 
 const char *ck_emit_ctype(ck_dtype t) {
@@ -189,8 +198,10 @@ static ck_status emit_node(ck_emit *e, const ck_node *n) {
     return emitters[n->op](e, n);
 }
 
-ck_status ck_codegen_check(const ck_graph *g, const ck_options *o, ck_diag *d) {
-    ck_emit e = {.f = NULL, .g = g, .o = o, .d = d};
+/* Runs every node's emitter without writing (checks what it can emit); records the entry points
+ * the program will call in calls when not NULL. */
+static ck_status check_nodes(const ck_graph *g, const ck_options *o, ck_diag *d, ck_emit_calls *calls) {
+    ck_emit e = {.f = NULL, .g = g, .o = o, .d = d, .calls = calls};
     ck_status worst = CK_OK;
     for (int i = 0; i < g->n_nodes; i++) {
         ck_status st = emit_node(&e, g->nodes[i]);
@@ -198,6 +209,8 @@ ck_status ck_codegen_check(const ck_graph *g, const ck_options *o, ck_diag *d) {
     }
     return worst;
 }
+
+ck_status ck_codegen_check(const ck_graph *g, const ck_options *o, ck_diag *d) { return check_nodes(g, o, d, NULL); }
 
 /* The plan's side of the trainer's report, as JSON members: policy, breakdown at the peak,
  * FLOPs per phase, segments, and what holds the peak. */
@@ -631,34 +644,18 @@ static ck_status write_file(const char *dir, const char *name, ck_diag *d, FILE 
 #define CK_CKRT_EXTRA_LIBS ""
 #endif
 
-/* DIR/kernels.cu (emit_cuda.c): the CUDA kernels the program's C just written calls for. */
-static ck_status write_kernels_cu(const ck_codegen_options *co, const char *model_c, ck_diag *d) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", co->out_dir, model_c);
-    FILE *in = fopen(path, "r");
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    if (!in || !mem) {
-        if (in) fclose(in);
-        if (mem) fclose(mem);
-        free(text);
-        ck_diag_add(d, "cannot read back '%s': %s", path, strerror(errno));
-        return CK_ERR_IO;
-    }
-    char buf[65536];
-    size_t k;
-    while ((k = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, k, mem);
-    fclose(in);
-    fclose(mem);
+/* DIR/kernels.cu (emit_cuda.c): the CUDA wrappers of the entry points the program's C calls,
+ * which the emitters record as they run over the graph. */
+static ck_status write_kernels_cu(const ck_graph *g, const ck_options *o, const ck_codegen_options *co, ck_diag *d) {
+    ck_emit_calls calls = {0};
+    ck_status st = check_nodes(g, o, d, &calls); /* the same calls write_model_c emitted */
     FILE *f;
-    ck_status st = write_file(co->out_dir, "kernels.cu", d, &f);
+    if (!st) st = write_file(co->out_dir, "kernels.cu", d, &f);
     if (!st) {
-        st = ck_codegen_kernels_cu(f, co->program_name, text);
+        st = ck_codegen_kernels_cu(f, co->program_name, &calls);
         if (fclose(f) != 0 && !st) st = CK_ERR_IO;
         if (st) ck_diag_add(d, "cannot write '%s/kernels.cu'", co->out_dir);
     }
-    free(text);
     return st;
 }
 
@@ -684,7 +681,7 @@ ck_status ck_codegen(const ck_graph *g, const ck_options *o, const ck_codegen_op
     st = write_model_c(g, o, co, layout, g->plan.weights_bytes, f, d);
     if (fclose(f) != 0 && !st) st = CK_ERR_IO;
     if (st) return st;
-    if ((st = write_kernels_cu(co, src, d))) return st;
+    if ((st = write_kernels_cu(g, o, co, d))) return st;
     if ((st = write_file(co->out_dir, "plan.json", d, &f))) return st;
     write_plan_json(g, f);
     fclose(f);

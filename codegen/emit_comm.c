@@ -12,7 +12,8 @@ ck_status ck_emit_grad_allreduce(ck_emit *e, const ck_node *n) {
     int64_t w = ck_attr_int(n, "staging_floats", 0);
     ck_emit_printf(e, "    /* staging %lld bytes, live until its wait: a bucket of %lld floats, then the slices the other ranks send */\n",
                    (long long)(2 * w * 4), (long long)w);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_grad_allreduce(c, %lld, %lld, (float *)(A + %lld), %lld, %d, (const ckrt_grad_slot[]){",
+    ck_emit_call(e, "grad_allreduce");
+    ck_emit_printf(e, ", %lld, %lld, (float *)(A + %lld), %lld, %d, (const ckrt_grad_slot[]){",
                    (long long)ck_attr_int(n, "bucket", 0), (long long)ck_attr_int(n, "buckets", 1), (long long)n->ws_offset,
                    (long long)w, n->n_in);
     for (int k = 0; k < n->n_in; k++)
@@ -23,6 +24,7 @@ ck_status ck_emit_grad_allreduce(ck_emit *e, const ck_node *n) {
 }
 
 ck_status ck_emit_grad_allreduce_wait(ck_emit *e, const ck_node *n) {
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_grad_allreduce_wait(c, %lld));\n", (long long)ck_attr_int(n, "bucket", 0));
+    ck_emit_call(e, "grad_allreduce_wait");
+    ck_emit_printf(e, ", %lld));\n", (long long)ck_attr_int(n, "bucket", 0));
     return CK_OK;
 }

@@ -20,7 +20,8 @@ ck_status ck_emit_gemm(ck_emit *e, const ck_node *n) {
         cr = cm->rank == 2 ? cm->dims[0] : 1;
         cc = cm->rank >= 1 ? cm->dims[cm->rank - 1] : 1;
     }
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_gemm(c, ");
+    ck_emit_call(e, "gemm");
+    ck_emit_printf(e, ", ");
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, a, true);
@@ -59,7 +60,8 @@ ck_status ck_emit_matmul(ck_emit *e, const ck_node *n) {
             if (vk >= 0) s *= v->dims[vk];
         }
     }
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_matmul(c, ");
+    ck_emit_call(e, "matmul");
+    ck_emit_printf(e, ", ");
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, a, true);
@@ -112,7 +114,8 @@ ck_status ck_emit_conv(ck_emit *e, const ck_node *n) {
     int64_t k[CK_MAX_RANK], st[CK_MAX_RANK], dl[CK_MAX_RANK], pb[CK_MAX_RANK], pe[CK_MAX_RANK];
     for (int i = 0; i < ns; i++) k[i] = w->dims[2 + i];
     ck_emit_window(n, ns, k, st, dl, pb, pe);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_conv(c, ");
+    ck_emit_call(e, "conv");
+    ck_emit_printf(e, ", ");
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);

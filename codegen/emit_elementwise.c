@@ -3,33 +3,39 @@
  * so they may be computed) and cast.
  */
 #include "emit.h"
+#include "../runtime/ckrt_kernels_ops.h" /* the runtime's op codes */
 
 #include <string.h>
+
+/* ckrt's binary and compare codes by IR op, one entry per row of CKRT_BINARY_OPS and
+ * CKRT_COMPARE_OPS (runtime/ckrt_kernels_ops.h); the compare ops are the ones after CKRT_EQUAL. */
+static const struct {
+    ck_op op;
+    const char *name;
+} binary_codes[] = {
+#define CK_BINARY_ROW_(CODE, IR, ...) {CK_OP_##IR, "CKRT_" #CODE},
+    CKRT_BINARY_OPS(CK_BINARY_ROW_) CKRT_COMPARE_OPS(CK_BINARY_ROW_)
+#undef CK_BINARY_ROW_
+};
 
 ck_status ck_emit_binary(ck_emit *e, const ck_node *n) {
     static const ck_dtype arith[] = {CK_F32, CK_F64, CK_I64, CK_I32, CK_UNDEF};
     static const ck_dtype cmp[] = {CK_F32, CK_F64, CK_I64, CK_I32, CK_BOOL, CK_UNDEF};
     static const ck_dtype pow_ok[] = {CK_F32, CK_UNDEF};
-    const char *op;
-    const ck_dtype *ok = arith;
-    switch (n->op) {
-    case CK_OP_ADD: op = "CKRT_ADD"; break;
-    case CK_OP_SUB: op = "CKRT_SUB"; break;
-    case CK_OP_MUL: op = "CKRT_MUL"; break;
-    case CK_OP_DIV: op = "CKRT_DIV"; break;
-    case CK_OP_POW: op = "CKRT_POW", ok = pow_ok; break;
-    case CK_OP_EQUAL: op = "CKRT_EQUAL", ok = cmp; break;
-    case CK_OP_LESS: op = "CKRT_LESS"; break;
-    case CK_OP_GREATER: op = "CKRT_GREATER"; break;
-    default: return ck_emit_unsupported(e, n, "not a binary op");
-    }
+    int k = 0, nk = (int)(sizeof binary_codes / sizeof binary_codes[0]);
+    while (k < nk && binary_codes[k].op != n->op) k++;
+    if (k == nk) return ck_emit_unsupported(e, n, "not a binary op");
+    const char *op = binary_codes[k].name;
+    /* Equal also compares bools; Pow runs on float32 only */
+    const ck_dtype *ok = n->op == CK_OP_EQUAL ? cmp : n->op == CK_OP_POW ? pow_ok : arith;
     if (ck_emit_want_dtype(e, n, n->in[0], "input", ok) || ck_emit_want_dtype(e, n, n->in[1], "input", ok))
         return CK_ERR_UNSUPPORTED;
     const ck_value *y = n->out[0];
     int64_t sa[CK_MAX_RANK], sb[CK_MAX_RANK];
     ck_emit_bcast_strides(n->in[0], y->rank, y->dims, sa);
     ck_emit_bcast_strides(n->in[1], y->rank, y->dims, sb);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_binary(c, %s, %s, ", op, ck_emit_dtype(n->in[0]->dtype));
+    ck_emit_call(e, "binary");
+    ck_emit_printf(e, ", %s, %s, ", op, ck_emit_dtype(n->in[0]->dtype));
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->in[0], true);
@@ -45,35 +51,48 @@ ck_status ck_emit_binary(ck_emit *e, const ck_node *n) {
     return CK_OK;
 }
 
+/* ckrt's unary codes by IR op, one entry per row of CKRT_UNARY_OPS (runtime/ckrt_kernels_ops.h). */
+#define CK_UNARY_ROW_(CODE, IR, ALPHA, BETA, FWD, DERIV) {CK_OP_##IR, "CKRT_" #CODE, ALPHA, BETA},
+static const ck_unary_code unary_codes[] = {CKRT_UNARY_OPS(CK_UNARY_ROW_)};
+#undef CK_UNARY_ROW_
+enum { N_UNARY_CODES = (int)(sizeof unary_codes / sizeof unary_codes[0]) };
+
+static const ck_unary_code *unary_code_named(const char *name) {
+    for (int i = 0; i < N_UNARY_CODES; i++)
+        if (strcmp(unary_codes[i].name, name) == 0) return &unary_codes[i];
+    return NULL;
+}
+
+/* Does the runtime's code also run on int64/int32 (a row of CKRT_UNARY_INT_OPS)? */
+static bool runs_on_ints(const ck_unary_code *u) {
+#define CK_UNARY_INT_ROW_(CODE, EXPR) if (strcmp(u->name, "CKRT_" #CODE) == 0) return true;
+    CKRT_UNARY_INT_OPS(CK_UNARY_INT_ROW_)
+#undef CK_UNARY_INT_ROW_
+    return false;
+}
+
+const ck_unary_code *ck_emit_unary_code(const ck_node *n, ck_op op) {
+    if (op == CK_OP_GELU && strcmp(ck_attr_str(n, "approximate", "none"), "tanh") == 0)
+        return unary_code_named("CKRT_GELU_TANH");
+    for (int i = 0; i < N_UNARY_CODES; i++)
+        if (unary_codes[i].op == op) return &unary_codes[i];
+    return NULL;
+}
+
 ck_status ck_emit_unary(ck_emit *e, const ck_node *n) {
     static const ck_dtype f32[] = {CK_F32, CK_UNDEF};
     static const ck_dtype num[] = {CK_F32, CK_I64, CK_I32, CK_UNDEF};
     static const ck_dtype boolean[] = {CK_BOOL, CK_UNDEF};
-    const char *op;
-    const ck_dtype *ok = f32;
-    float alpha = 0;
-    switch (n->op) {
-    case CK_OP_SQRT: op = "CKRT_SQRT"; break;
-    case CK_OP_RECIPROCAL: op = "CKRT_RECIPROCAL"; break;
-    case CK_OP_NEG: op = "CKRT_NEG", ok = num; break;
-    case CK_OP_EXP: op = "CKRT_EXP"; break;
-    case CK_OP_LOG: op = "CKRT_LOG"; break;
-    case CK_OP_ABS: op = "CKRT_ABS", ok = num; break;
-    case CK_OP_TANH: op = "CKRT_TANH"; break;
-    case CK_OP_SIGMOID: op = "CKRT_SIGMOID"; break;
-    case CK_OP_RELU: op = "CKRT_RELU", ok = num; break;
-    case CK_OP_LEAKY_RELU: op = "CKRT_LEAKY_RELU", alpha = ck_attr_float(n, "alpha", 0.01f); break;
-    case CK_OP_ERF: op = "CKRT_ERF"; break;
-    case CK_OP_GELU: op = strcmp(ck_attr_str(n, "approximate", "none"), "tanh") == 0 ? "CKRT_GELU_TANH" : "CKRT_GELU"; break;
-    case CK_OP_NOT: op = "CKRT_NOT", ok = boolean; break;
-    default: return ck_emit_unsupported(e, n, "not a unary op");
-    }
-    if (ck_emit_want_dtype(e, n, n->in[0], "input", ok)) return CK_ERR_UNSUPPORTED;
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_unary(c, %s, %s, ", op, ck_emit_dtype(n->in[0]->dtype));
+    const ck_unary_code *u = ck_emit_unary_code(n, n->op);
+    if (!u && n->op != CK_OP_NOT) return ck_emit_unsupported(e, n, "not a unary op");
+    if (ck_emit_want_dtype(e, n, n->in[0], "input", !u ? boolean : runs_on_ints(u) ? num : f32)) return CK_ERR_UNSUPPORTED;
+    float alpha = u ? ck_attr_float(n, "alpha", u->alpha) : 0, beta = u ? ck_attr_float(n, "beta", u->beta) : 0;
+    ck_emit_call(e, "unary");
+    ck_emit_printf(e, ", %s, %s, ", u ? u->name : "CKRT_NOT", ck_emit_dtype(n->in[0]->dtype));
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->in[0], true);
-    ck_emit_printf(e, ", %lld, %a));\n", (long long)ck_value_numel(n->out[0]), (double)alpha);
+    ck_emit_printf(e, ", %lld, %a, %a));\n", (long long)ck_value_numel(n->out[0]), (double)alpha, (double)beta);
     return CK_OK;
 }
 
@@ -88,7 +107,8 @@ ck_status ck_emit_where(ck_emit *e, const ck_node *n) {
     ck_emit_bcast_strides(n->in[0], y->rank, y->dims, sc);
     ck_emit_bcast_strides(n->in[1], y->rank, y->dims, sa);
     ck_emit_bcast_strides(n->in[2], y->rank, y->dims, sb);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_where(c, %zu, ", esz);
+    ck_emit_call(e, "where");
+    ck_emit_printf(e, ", %zu, ", esz);
     ck_emit_ptr(e, y, false);
     for (int i = 0; i < 3; i++) {
         ck_emit_printf(e, ", ");
@@ -119,7 +139,8 @@ ck_status ck_emit_clip(ck_emit *e, const ck_node *n) {
         if (ck_value_numel(b) != 1)
             return ck_emit_unsupported(e, n, "%s '%s' must hold one element", what[i], b->name);
     }
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_clip(c, %s, ", ck_emit_dtype(x->dtype));
+    ck_emit_call(e, "clip");
+    ck_emit_printf(e, ", %s, ", ck_emit_dtype(x->dtype));
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
@@ -146,7 +167,8 @@ ck_status ck_emit_cast(ck_emit *e, const ck_node *n) {
         return ck_emit_unsupported(e, n, "cast from %s to %s is not supported (ckptc casts among float32, float64, "
                                    "int64, int32, int16, int8, uint8 and bool)", ck_dtype_name(x->dtype),
                                    ck_dtype_name(y->dtype));
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_cast(c, %s, %s, ", ck_emit_dtype(y->dtype), ck_emit_dtype(x->dtype));
+    ck_emit_call(e, "cast");
+    ck_emit_printf(e, ", %s, %s, ", ck_emit_dtype(y->dtype), ck_emit_dtype(x->dtype));
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);

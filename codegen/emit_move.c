@@ -28,7 +28,8 @@ static void contiguous_strides(const ck_value *v, int64_t *s) {
 }
 
 static void emit_strided_copy(ck_emit *e, const ck_value *y, const ck_value *x, const int64_t *in_strides, int64_t base) {
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_strided_copy(c, %zu, ", ck_dtype_size(x->dtype));
+    ck_emit_call(e, "strided_copy");
+    ck_emit_printf(e, ", %zu, ", ck_dtype_size(x->dtype));
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
@@ -53,7 +54,8 @@ ck_status ck_emit_pool(ck_emit *e, const ck_node *n) {
     if (!ka || ka->n != ns) return ck_emit_unsupported(e, n, "kernel_shape must have %d values", ns);
     int64_t st[CK_MAX_RANK], dl[CK_MAX_RANK], pb[CK_MAX_RANK], pe[CK_MAX_RANK];
     ck_emit_window(n, ns, ka->ints, st, dl, pb, pe);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_pool(c, %s, ", is_max ? "CKRT_POOL_MAX" : "CKRT_POOL_AVG");
+    ck_emit_call(e, "pool");
+    ck_emit_printf(e, ", %s, ", is_max ? "CKRT_POOL_MAX" : "CKRT_POOL_AVG");
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
     if (idx) ck_emit_ptr(e, idx, false);
@@ -129,7 +131,8 @@ ck_status ck_emit_concat(ck_emit *e, const ck_node *n) {
     int axis = (int)norm_axis(ck_attr_int(n, "axis", 0), y->rank);
     int64_t lens[64];
     for (int i = 0; i < n->n_in; i++) lens[i] = n->in[i]->dims[axis];
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_concat(c, %zu, ", ck_dtype_size(y->dtype));
+    ck_emit_call(e, "concat");
+    ck_emit_printf(e, ", %zu, ", ck_dtype_size(y->dtype));
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", %d, (const void *const[]){", n->n_in);
     for (int i = 0; i < n->n_in; i++) {
@@ -151,7 +154,8 @@ ck_status ck_emit_split(ck_emit *e, const ck_node *n) {
         if (!n->out[i]) return ck_emit_unsupported(e, n, "output %d is absent; Split needs every output", i);
         lens[i] = n->out[i]->dims[axis];
     }
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_split(c, %zu, %d, (void *const[]){", ck_dtype_size(x->dtype), n->n_out);
+    ck_emit_call(e, "split");
+    ck_emit_printf(e, ", %zu, %d, (void *const[]){", ck_dtype_size(x->dtype), n->n_out);
     for (int i = 0; i < n->n_out; i++) {
         if (i) ck_emit_printf(e, ", ");
         ck_emit_ptr(e, n->out[i], false);
@@ -170,7 +174,8 @@ ck_status ck_emit_gather(ck_emit *e, const ck_node *n) {
     if (ck_emit_want_dtype(e, n, x, "input", any_dtype) || ck_emit_want_dtype(e, n, idx, "indices", idx_ok))
         return CK_ERR_UNSUPPORTED;
     int axis = (int)norm_axis(ck_attr_int(n, "axis", 0), x->rank);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_gather(c, %zu, ", ck_dtype_size(x->dtype));
+    ck_emit_call(e, "gather");
+    ck_emit_printf(e, ", %zu, ", ck_dtype_size(x->dtype));
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
@@ -189,7 +194,8 @@ ck_status ck_emit_trilu(ck_emit *e, const ck_node *n) {
     const ck_value *kv = n->n_in > 1 ? n->in[1] : NULL;
     if (kv && !kv->data) return ck_emit_unsupported(e, n, "k must be a constant known at compile time");
     int64_t k = kv ? ck_value_get_i(kv, 0) : 0, rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_trilu(c, %zu, ", ck_dtype_size(x->dtype));
+    ck_emit_call(e, "trilu");
+    ck_emit_printf(e, ", %zu, ", ck_dtype_size(x->dtype));
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
@@ -205,7 +211,8 @@ ck_status ck_emit_constant_of_shape(ck_emit *e, const ck_node *n) {
     const ck_attr *a = ck_attr_find(n, "value");
     const ck_value *v = a && a->kind == CK_ATTR_TENSOR ? a->t : NULL;
     if (v && (!v->data || v->dtype != y->dtype)) return ck_emit_unsupported(e, n, "attribute 'value' has no data");
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_fill(c, %zu, ", ck_dtype_size(y->dtype));
+    ck_emit_call(e, "fill");
+    ck_emit_printf(e, ", %zu, ", ck_dtype_size(y->dtype));
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", (const %s[]){", ck_emit_ctype(y->dtype));
     if (!v) {
@@ -232,7 +239,8 @@ ck_status ck_emit_range(ck_emit *e, const ck_node *n) {
     static const ck_dtype ok[] = {CK_F32, CK_F64, CK_I64, CK_I32, CK_UNDEF};
     const ck_value *y = n->out[0];
     if (ck_emit_want_dtype(e, n, y, "output", ok)) return CK_ERR_UNSUPPORTED;
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_range(c, %s, ", ck_emit_dtype(y->dtype));
+    ck_emit_call(e, "range");
+    ck_emit_printf(e, ", %s, ", ck_emit_dtype(y->dtype));
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->in[0], true);

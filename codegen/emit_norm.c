@@ -6,6 +6,13 @@
  * axes becomes kept/reduced dims with their element strides, so the kernels (runtime/ckrt_ops.h,
  * bodies in runtime/ckrt_kernels.h) only loop. Attributes the runtime cannot honour are refused
  * with a message naming the node, in check mode already.
+ *
+ * The normalization training ops follow at the end, beside their forwards: ckptc.LayerNormGrad,
+ * ckptc.BatchNormGrad and ckptc.BatchNormApply (BatchNormalization's recompute), kernels in
+ * runtime/cpu_norm.c. The backward reads the statistics the forward saved (LayerNormalization's
+ * outputs 1 and 2, BatchNormalization's internal outputs 3 and 4) rather than recomputing them, so
+ * the shape logic is the forward's: an axis split into (rows, cols) for LayerNorm, (N, C, S) for
+ * BatchNorm. An output nobody asked for (a NULL slot) is passed as NULL and not computed.
  */
 #include "emit.h"
 
@@ -63,7 +70,8 @@ ck_status ck_emit_softmax(ck_emit *e, const ck_node *n) {
     if (!get_axis(n, -1, x->rank, &axis))
         return ck_emit_unsupported(e, n, "axis %lld is out of range for rank %d", (long long)ck_attr_int(n, "axis", -1),
                                    x->rank);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_softmax(c, %d, ", n->op == CK_OP_LOG_SOFTMAX);
+    ck_emit_call(e, "softmax");
+    ck_emit_printf(e, ", %d, ", n->op == CK_OP_LOG_SOFTMAX);
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
@@ -94,7 +102,8 @@ ck_status ck_emit_layer_norm(ck_emit *e, const ck_node *n) {
                                        (long long)ck_value_numel(n->in[i]), (long long)cols, what[i]);
     for (int k = 1; k < 3; k++)
         if (has(n, k, true) && ck_emit_want_dtype(e, n, n->out[k], "output", f32_only)) return CK_ERR_UNSUPPORTED;
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_layer_norm(c, ");
+    ck_emit_call(e, "layer_norm");
+    ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ptr_or_null(e, has(n, 1, true) ? n->out[1] : NULL, false);
@@ -131,7 +140,8 @@ ck_status ck_emit_batch_norm(ck_emit *e, const ck_node *n) {
         const ck_value *b = n->in[k + 2];
         run[k] = state && b->role == CK_ROLE_BUFFER ? b : has(n, k, true) ? n->out[k] : NULL;
     }
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_batch_norm(c, ");
+    ck_emit_call(e, "batch_norm");
+    ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->out[0], false);
     for (int k = 1; k < 3; k++) {
         ck_emit_printf(e, ", ");
@@ -158,7 +168,8 @@ ck_status ck_emit_batch_norm(ck_emit *e, const ck_node *n) {
     for (int k = 1; k < 3; k++) {
         const ck_value *o = has(n, k, true) ? n->out[k] : NULL;
         if (!o || run[k] == o || o->offset == run[k]->offset || !is_read(e->g, o)) continue;
-        ck_emit_printf(e, "    CKRT_TRY(ckrt_strided_copy(c, 4, ");
+        ck_emit_call(e, "strided_copy");
+        ck_emit_printf(e, ", 4, ");
         ck_emit_ptr(e, o, false);
         ck_emit_printf(e, ", ");
         ck_emit_ptr(e, run[k], true);
@@ -180,7 +191,8 @@ ck_status ck_emit_dropout(ck_emit *e, const ck_node *n) {
     if (has(n, 1, false) && n->in[1]->dtype != CK_F32 && n->in[1]->dtype != CK_F64)
         return ck_emit_unsupported(e, n, "ratio '%s' has dtype %s; expected a float", n->in[1]->name, ck_dtype_name(n->in[1]->dtype));
     if (!(ratio >= 0.0 && ratio < 1.0)) return ck_emit_unsupported(e, n, "ratio %g is not in [0, 1)", ratio);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_dropout(c, ");
+    ck_emit_call(e, "dropout");
+    ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ptr_or_null(e, has(n, 1, true) ? n->out[1] : NULL, false);
@@ -232,7 +244,8 @@ ck_status ck_emit_reduce(ck_emit *e, const ck_node *n) {
         if (red[i]) rd[nr] = x->dims[i], rs[nr++] = stride;
         else kd[nk] = x->dims[i], ks[nk++] = stride;
     }
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_reduce(c, %s, %s, ", mean ? "CKRT_REDUCE_MEAN" : "CKRT_REDUCE_SUM",
+    ck_emit_call(e, "reduce");
+    ck_emit_printf(e, ", %s, %s, ", mean ? "CKRT_REDUCE_MEAN" : "CKRT_REDUCE_SUM",
                    ck_emit_dtype(x->dtype));
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
@@ -255,10 +268,101 @@ ck_status ck_emit_global_pool(ck_emit *e, const ck_node *n) {
     const ck_value *x = n->in[0];
     if (ck_emit_want_dtype(e, n, x, "input", f32_only)) return CK_ERR_UNSUPPORTED;
     if (x->rank < 3) return ck_emit_unsupported(e, n, "input '%s' must have rank >= 3 (N,C,spatial...)", x->name);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_global_avg_pool(c, ");
+    ck_emit_call(e, "global_avg_pool");
+    ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->out[0], false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
     ck_emit_printf(e, ", %lld, %lld));\n", (long long)(x->dims[0] * x->dims[1]), (long long)ck_emit_prod(x->dims, 2, x->rank));
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------- normalization backward (was emit_train_norm.c) */
+
+static ck_status want_f32(ck_emit *e, const ck_node *n) {
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] && ck_emit_want_dtype(e, n, n->in[i], "input", f32_only)) return CK_ERR_UNSUPPORTED;
+    return CK_OK;
+}
+
+/* ", PTR" for each of the first n outputs (NULL when absent), then for each input. */
+static void outs_ins(ck_emit *e, const ck_node *n, int n_out, int n_in) {
+    for (int k = 0; k < n_out; k++) {
+        ck_emit_printf(e, ", ");
+        if (k < n->n_out && n->out[k]) ck_emit_ptr(e, n->out[k], false);
+        else ck_emit_printf(e, "NULL");
+    }
+    for (int i = 0; i < n_in; i++) {
+        ck_emit_printf(e, ", ");
+        ck_emit_ptr(e, n->in[i], true);
+    }
+}
+
+/* Inputs [from, to) must each hold `want` elements. */
+static ck_status want_numel(ck_emit *e, const ck_node *n, int from, int to, int64_t want, const char *what) {
+    for (int i = from; i < to; i++)
+        if (ck_value_numel(n->in[i]) != want)
+            return ck_emit_unsupported(e, n, "input %d '%s' has %lld elements; expected %lld (%s)", i, n->in[i]->name,
+                                       (long long)ck_value_numel(n->in[i]), (long long)want, what);
+    return CK_OK;
+}
+
+/* (dy, x, scale, mean, inv_std) -> dx, dscale, dbias; attributes copied from the forward */
+ck_status ck_emit_layer_norm_grad(ck_emit *e, const ck_node *n) {
+    if (want_f32(e, n)) return CK_ERR_UNSUPPORTED;
+    const ck_value *x = n->in[1];
+    int64_t axis = ck_attr_int(n, "axis", -1);
+    if (axis < 0) axis += x->rank;
+    if (axis < 0 || axis >= x->rank)
+        return ck_emit_unsupported(e, n, "axis %lld is out of range for rank %d", (long long)ck_attr_int(n, "axis", -1), x->rank);
+    if (ck_attr_int(n, "stash_type", 1) != 1)
+        return ck_emit_unsupported(e, n, "stash_type %lld is not supported (float32 statistics only: stash_type 1)",
+                                   (long long)ck_attr_int(n, "stash_type", 1));
+    for (int k = 1; k < n->n_out; k++)
+        if (n->out[k] && ck_emit_want_dtype(e, n, n->out[k], "output", f32_only)) return CK_ERR_UNSUPPORTED;
+    int64_t rows = ck_emit_prod(x->dims, 0, (int)axis), cols = ck_emit_prod(x->dims, (int)axis, x->rank);
+    if (ck_value_numel(n->in[0]) != rows * cols) return ck_emit_unsupported(e, n, "gradient and input differ in size");
+    if (want_numel(e, n, 2, 3, cols, "the normalized shape") || want_numel(e, n, 3, 5, rows, "one statistic per row"))
+        return CK_ERR_UNSUPPORTED;
+    ck_emit_call(e, "layer_norm_grad");
+    outs_ins(e, n, 3, 5);
+    ck_emit_printf(e, ", %lld, %lld));\n", (long long)rows, (long long)cols);
+    return CK_OK;
+}
+
+/* x: (N, C, spatial...) -> (N, C, S); false (after reporting) when x is not at least (N, C). */
+static bool nchw(ck_emit *e, const ck_node *n, const ck_value *x, int64_t *N, int64_t *C, int64_t *S) {
+    if (x->rank < 2) {
+        ck_emit_unsupported(e, n, "input '%s' must have rank >= 2 (N,C,...)", x->name);
+        return false;
+    }
+    *N = x->dims[0], *C = x->dims[1], *S = ck_emit_prod(x->dims, 2, x->rank);
+    return true;
+}
+
+/* (dy, x, scale, saved_mean, saved_inv_std) -> dx, dscale, dbias, all per channel C */
+ck_status ck_emit_batch_norm_grad(ck_emit *e, const ck_node *n) {
+    if (want_f32(e, n)) return CK_ERR_UNSUPPORTED;
+    int64_t N, C, S;
+    if (!nchw(e, n, n->in[1], &N, &C, &S)) return CK_ERR_UNSUPPORTED;
+    if (ck_value_numel(n->in[0]) != N * C * S) return ck_emit_unsupported(e, n, "gradient and input differ in size");
+    if (want_numel(e, n, 2, 5, C, "one per channel")) return CK_ERR_UNSUPPORTED;
+    for (int k = 1; k < n->n_out; k++)
+        if (n->out[k] && ck_emit_want_dtype(e, n, n->out[k], "output", f32_only)) return CK_ERR_UNSUPPORTED;
+    ck_emit_call(e, "batch_norm_grad");
+    outs_ins(e, n, 3, 5);
+    ck_emit_printf(e, ", %lld, %lld, %lld));\n", (long long)N, (long long)C, (long long)S);
+    return CK_OK;
+}
+
+/* (x, scale, bias, saved_mean, saved_inv_std) -> y, the forward's bits (no running stats) */
+ck_status ck_emit_batch_norm_apply(ck_emit *e, const ck_node *n) {
+    if (want_f32(e, n)) return CK_ERR_UNSUPPORTED;
+    int64_t N, C, S;
+    if (!nchw(e, n, n->in[0], &N, &C, &S)) return CK_ERR_UNSUPPORTED;
+    if (want_numel(e, n, 1, 5, C, "one per channel")) return CK_ERR_UNSUPPORTED;
+    ck_emit_call(e, "batch_norm_apply");
+    outs_ins(e, n, 1, 5);
+    ck_emit_printf(e, ", %lld, %lld, %lld));\n", (long long)N, (long long)C, (long long)S);
     return CK_OK;
 }

@@ -24,7 +24,7 @@ ck_status ck_emit_cross_entropy(ck_emit *e, const ck_node *n) {
     if (want_f32(e, n, 1)) return CK_ERR_UNSUPPORTED;
     const ck_value *x = n->in[0];
     int64_t classes = x->dims[x->rank - 1], rows = ck_value_numel(x) / (classes ? classes : 1);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_cross_entropy(c");
+    ck_emit_call(e, "cross_entropy");
     args(e, 3, (const ck_value *[]){n->out[0], x, n->in[1]}, (const bool[]){false, true, true});
     ck_emit_printf(e, ", %s, %lld, %lld));\n", ck_emit_dtype(n->in[1]->dtype), (long long)rows, (long long)classes);
     return CK_OK;
@@ -34,7 +34,7 @@ ck_status ck_emit_cross_entropy_grad(ck_emit *e, const ck_node *n) {
     if (want_f32(e, n, 2)) return CK_ERR_UNSUPPORTED;
     const ck_value *x = n->in[1];
     int64_t classes = x->dims[x->rank - 1], rows = ck_value_numel(x) / (classes ? classes : 1);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_cross_entropy_grad(c");
+    ck_emit_call(e, "cross_entropy_grad");
     args(e, 4, (const ck_value *[]){n->out[0], n->in[0], x, n->in[2]}, (const bool[]){false, true, true, true});
     ck_emit_printf(e, ", %s, %lld, %lld));\n", ck_emit_dtype(n->in[2]->dtype), (long long)rows, (long long)classes);
     return CK_OK;
@@ -42,30 +42,19 @@ ck_status ck_emit_cross_entropy_grad(ck_emit *e, const ck_node *n) {
 
 ck_status ck_emit_unary_grad(ck_emit *e, const ck_node *n) {
     if (want_f32(e, n, 2)) return CK_ERR_UNSUPPORTED;
-    int code;
-    switch ((ck_op)ck_attr_int(n, "op", -1)) {
-    case CK_OP_SQRT: code = 0; break;
-    case CK_OP_RECIPROCAL: code = 1; break;
-    case CK_OP_NEG: code = 2; break;
-    case CK_OP_EXP: code = 3; break;
-    case CK_OP_LOG: code = 4; break;
-    case CK_OP_ABS: code = 5; break;
-    case CK_OP_TANH: code = 6; break;
-    case CK_OP_SIGMOID: code = 7; break;
-    case CK_OP_RELU: code = 8; break;
-    case CK_OP_LEAKY_RELU: code = 9; break;
-    case CK_OP_ERF: code = 10; break;
-    case CK_OP_GELU: code = ck_attr_int(n, "tanh", 0) ? 12 : 11; break;
-    case CK_OP_CLIP: code = 100; break;
-    default: return ck_emit_unsupported(e, n, "no derivative kernel for this op");
-    }
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_unary_grad(c, %d", code);
+    /* the forward's code and attributes (autodiff copied them onto the UnaryGrad node) */
+    ck_op fwd = (ck_op)ck_attr_int(n, "op", -1);
+    const ck_unary_code *u = ck_emit_unary_code(n, fwd);
+    if (!u && fwd != CK_OP_CLIP) return ck_emit_unsupported(e, n, "no derivative kernel for this op");
+    float alpha = u ? ck_attr_float(n, "alpha", u->alpha) : 0, beta = u ? ck_attr_float(n, "beta", u->beta) : 0;
+    ck_emit_call(e, "unary_grad");
+    ck_emit_printf(e, ", %s", u ? u->name : "CKRT_CLIP_GRAD");
     args(e, 3, (const ck_value *[]){n->out[0], n->in[0], n->in[1]}, (const bool[]){false, true, true});
     /* an absent bound is infinite; C has no literal for that, and +-FLT_MAX acts the same here */
     float lo = ck_attr_float(n, "lo", 0.0f), hi = ck_attr_float(n, "hi", 0.0f);
     lo = lo < -FLT_MAX ? -FLT_MAX : lo;
     hi = hi > FLT_MAX ? FLT_MAX : hi;
-    ck_emit_printf(e, ", %lld, %a, %a, %a));\n", (long long)ck_value_numel(n->out[0]), (double)ck_attr_float(n, "alpha", 0.0f),
+    ck_emit_printf(e, ", %lld, %a, %a, %a, %a));\n", (long long)ck_value_numel(n->out[0]), (double)alpha, (double)beta,
                    (double)lo, (double)hi);
     return CK_OK;
 }
@@ -76,7 +65,8 @@ ck_status ck_emit_softmax_grad(ck_emit *e, const ck_node *n) {
     int64_t axis = ck_attr_int(n, "axis", y->rank - 1), outer = 1, inner = 1;
     for (int i = 0; i < axis; i++) outer *= y->dims[i];
     for (int i = (int)axis + 1; i < y->rank; i++) inner *= y->dims[i];
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_softmax_grad(c, %d", (int)ck_attr_int(n, "log", 0));
+    ck_emit_call(e, "softmax_grad");
+    ck_emit_printf(e, ", %d", (int)ck_attr_int(n, "log", 0));
     args(e, 3, (const ck_value *[]){n->out[0], n->in[0], y}, (const bool[]){false, true, true});
     ck_emit_printf(e, ", %lld, %lld, %lld));\n", (long long)outer, (long long)y->dims[axis], (long long)inner);
     return CK_OK;
@@ -84,7 +74,7 @@ ck_status ck_emit_softmax_grad(ck_emit *e, const ck_node *n) {
 
 ck_status ck_emit_dropout_grad(ck_emit *e, const ck_node *n) {
     if (want_f32(e, n, 1)) return CK_ERR_UNSUPPORTED;
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_dropout_grad(c");
+    ck_emit_call(e, "dropout_grad");
     args(e, 2, (const ck_value *[]){n->out[0], n->in[0]}, (const bool[]){false, true});
     ck_emit_printf(e, ", %lld, %a, %lldu));\n", (long long)ck_value_numel(n->out[0]), (double)ck_attr_float(n, "ratio", 0.5f),
                    (long long)ck_attr_int(n, "key", 0));
@@ -93,7 +83,7 @@ ck_status ck_emit_dropout_grad(ck_emit *e, const ck_node *n) {
 
 ck_status ck_emit_sgd(ck_emit *e, const ck_node *n) {
     if (want_f32(e, n, n->n_in)) return CK_ERR_UNSUPPORTED;
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_sgd(c");
+    ck_emit_call(e, "sgd");
     args(e, 3, (const ck_value *[]){n->in[0], n->in[1], n->n_in > 2 ? n->in[2] : NULL}, (const bool[]){false, true, false});
     ck_emit_printf(e, ", %lld, %a, %a, %a));\n", (long long)ck_value_numel(n->in[0]), (double)ck_attr_float(n, "lr", 0),
                    (double)ck_attr_float(n, "momentum", 0), (double)ck_attr_float(n, "weight_decay", 0));
@@ -102,7 +92,7 @@ ck_status ck_emit_sgd(ck_emit *e, const ck_node *n) {
 
 ck_status ck_emit_adamw(ck_emit *e, const ck_node *n) {
     if (want_f32(e, n, n->n_in)) return CK_ERR_UNSUPPORTED;
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_adamw(c");
+    ck_emit_call(e, "adamw");
     args(e, 4, (const ck_value *[]){n->in[0], n->in[1], n->in[2], n->in[3]}, (const bool[]){false, true, false, false});
     ck_emit_printf(e, ", %lld, %a, %a, %a, %a, %a));\n", (long long)ck_value_numel(n->in[0]), (double)ck_attr_float(n, "lr", 0),
                    (double)ck_attr_float(n, "beta1", 0), (double)ck_attr_float(n, "beta2", 0), (double)ck_attr_float(n, "eps", 0),
@@ -111,13 +101,15 @@ ck_status ck_emit_adamw(ck_emit *e, const ck_node *n) {
 }
 
 ck_status ck_emit_offload(ck_emit *e, const ck_node *n) {
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_offload(c, H + %lld, A + %lld, %lld));\n", (long long)n->out[0]->offset,
+    ck_emit_call(e, "offload");
+    ck_emit_printf(e, ", H + %lld, A + %lld, %lld));\n", (long long)n->out[0]->offset,
                    (long long)n->in[0]->offset, (long long)ck_value_bytes(n->in[0]));
     return CK_OK;
 }
 
 ck_status ck_emit_reload(ck_emit *e, const ck_node *n) {
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_reload(c, A + %lld, H + %lld, %lld));\n", (long long)n->out[0]->offset,
+    ck_emit_call(e, "reload");
+    ck_emit_printf(e, ", A + %lld, H + %lld, %lld));\n", (long long)n->out[0]->offset,
                    (long long)n->in[0]->offset, (long long)ck_value_bytes(n->in[0]));
     return CK_OK;
 }

@@ -53,7 +53,8 @@ static ck_status emit_conv_grad(ck_emit *e, const ck_node *n, bool weight) {
     int64_t k[CK_MAX_RANK], st[CK_MAX_RANK], dl[CK_MAX_RANK], pb[CK_MAX_RANK], pe[CK_MAX_RANK];
     for (int i = 0; i < ns; i++) k[i] = w->dims[2 + i];
     window(n, x, dy, ns, k, st, dl, pb, pe);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_conv_grad_%s(c, ", weight ? "weight" : "input");
+    ck_emit_call(e, weight ? "conv_grad_weight" : "conv_grad_input");
+    ck_emit_printf(e, ", ");
     ck_emit_ptr(e, out, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, dy, true);
@@ -86,7 +87,8 @@ ck_status ck_emit_pool_grad(ck_emit *e, const ck_node *n) {
     if (dy->rank != x->rank) return ck_emit_unsupported(e, n, "gradient rank %d differs from the input's %d", dy->rank, x->rank);
     int64_t st[CK_MAX_RANK], dl[CK_MAX_RANK], pb[CK_MAX_RANK], pe[CK_MAX_RANK];
     window(n, x, dy, ns, ka->ints, st, dl, pb, pe);
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_pool_grad(c, %s, ", mode == 0 ? "CKRT_POOL_MAX" : "CKRT_POOL_AVG");
+    ck_emit_call(e, "pool_grad");
+    ck_emit_printf(e, ", %s, ", mode == 0 ? "CKRT_POOL_MAX" : "CKRT_POOL_AVG");
     ck_emit_ptr(e, dx, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, dy, true);
@@ -112,7 +114,8 @@ ck_status ck_emit_gather_grad(ck_emit *e, const ck_node *n) {
     int64_t outer = ck_emit_prod(dx->dims, 0, (int)axis), len = dx->dims[axis], inner = ck_emit_prod(dx->dims, (int)axis + 1, dx->rank);
     if (ck_value_numel(dy) != outer * ck_value_numel(idx) * inner)
         return ck_emit_unsupported(e, n, "gradient size does not match the data and indices");
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_gather_grad(c, ");
+    ck_emit_call(e, "gather_grad");
+    ck_emit_printf(e, ", ");
     ck_emit_ptr(e, dx, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, dy, true);
@@ -145,7 +148,8 @@ ck_status ck_emit_slice_grad(ck_emit *e, const ck_node *n) {
         s[i] = xs[i] * pa->ints[i];
         base += sa->ints[i] * xs[i];
     }
-    ck_emit_printf(e, "    CKRT_TRY(ckrt_slice_grad(c, %zu, ", ck_dtype_size(dy->dtype));
+    ck_emit_call(e, "slice_grad");
+    ck_emit_printf(e, ", %zu, ", ck_dtype_size(dy->dtype));
     ck_emit_ptr(e, dx, false);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, dy, true);

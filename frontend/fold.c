@@ -3,8 +3,9 @@
  * PyTorch's exporter writes `x.view(B, T, H, -1)` as Shape -> Gather -> Unsqueeze -> Concat ->
  * Reshape. ckptc compiles for static shapes, so once an input's dims are bound these chains are
  * constants: this pass walks the nodes in order, infers each one's output shapes, and evaluates
- * every node flagged CK_OPF_FOLD whose inputs are all constants (Shape only needs a static
- * shape). A folded node's outputs become CONST values and the node disappears.
+ * every node whose op has a constant evaluator (the fold column of ops.def names one of the eval_*
+ * functions below) and whose inputs are all constants (Shape only needs a static shape). A folded
+ * node's outputs become CONST values and the node disappears.
  *
  * Parameters are never folded into: Transpose(weight) must stay a node so the weight stays
  * trainable. Results larger than fold_max_elems stay run-time nodes, and so does everything once
@@ -156,7 +157,8 @@ static bool eval_concat(ck_node *n, ck_value *o) {
     return true;
 }
 
-static bool eval_split(ck_node *n) {
+static bool eval_split(ck_node *n, ck_value *out0) {
+    (void)out0; /* writes every output */
     const ck_value *x = n->in[0];
     int64_t axis = ck_attr_int(n, "axis", 0);
     if (axis < 0) axis += x->rank;
@@ -241,60 +243,60 @@ static bool eval_trilu(ck_node *n, ck_value *o) {
     return true;
 }
 
+static bool eval_shape(ck_node *n, ck_value *o) {
+    int64_t lo, hi;
+    ck_shape_range(n, &lo, &hi);
+    for (int64_t k = lo; k < hi; k++) ck_value_set_i(o, k - lo, n->in[0]->dims[k]);
+    return true;
+}
+
+/* Identity and the reshapes: the same elements */
+static bool eval_copy(ck_node *n, ck_value *o) {
+    memcpy(o->data, n->in[0]->data, ck_value_bytes(o));
+    return true;
+}
+
+static bool eval_constant_of_shape(ck_node *n, ck_value *o) {
+    const ck_attr *a = ck_attr_find(n, "value");
+    size_t es = ck_dtype_size(o->dtype);
+    for (int64_t i = 0, c = ck_value_numel(o); i < c; i++) {
+        if (a) memcpy((char *)o->data + (size_t)i * es, a->t->data, es);
+        else ((float *)o->data)[i] = 0.0f;
+    }
+    return true;
+}
+
+static bool eval_range(ck_node *n, ck_value *o) {
+    const ck_value *s = n->in[0], *dl = n->in[2];
+    for (int64_t i = 0, c = ck_value_numel(o); i < c; i++) {
+        if (ck_dtype_is_float(o->dtype)) ck_value_set_f(o, i, ck_value_get_f(s, 0) + (double)i * ck_value_get_f(dl, 0));
+        else ck_value_set_i(o, i, ck_value_get_i(s, 0) + i * ck_value_get_i(dl, 0));
+    }
+    return true;
+}
+
+/* The constant evaluator of each op (ops.def's fold column; NULL: never folded). Each computes
+ * the node's outputs from its constant inputs (o: output 0) or returns false to leave the node
+ * to run time. */
+static bool (*const eval_fns[CK_OP_COUNT])(ck_node *n, ck_value *o) = {
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws, flops, fold, view, in_place) \
+    [CK_OP_##e] = fold,
+#include "ops.def"
+#undef CK_OP
+};
+
 static bool eval_node(ck_node *n, ck_value *o) {
     /* empty results need no evaluation; the loops below would still walk outer dims that can be
      * 2^51 long when an inner dim is 0 */
     bool empty = true;
     for (int k = 0; k < n->n_out; k++) empty = empty && (!n->out[k] || ck_value_numel(n->out[k]) == 0);
     if (empty) return true;
-    switch (n->op) {
-    case CK_OP_SHAPE: {
-        int64_t lo, hi;
-        ck_shape_range(n, &lo, &hi);
-        for (int64_t k = lo; k < hi; k++) ck_value_set_i(o, k - lo, n->in[0]->dims[k]);
-        return true;
-    }
-    case CK_OP_IDENTITY: case CK_OP_RESHAPE: case CK_OP_FLATTEN: case CK_OP_UNSQUEEZE: case CK_OP_SQUEEZE:
-        memcpy(o->data, n->in[0]->data, ck_value_bytes(o));
-        return true;
-    case CK_OP_ADD: case CK_OP_SUB: case CK_OP_MUL: case CK_OP_DIV: case CK_OP_POW:
-    case CK_OP_EQUAL: case CK_OP_LESS: case CK_OP_GREATER:
-        return eval_binary(n, o);
-    case CK_OP_NEG: case CK_OP_ABS: case CK_OP_SQRT: case CK_OP_RECIPROCAL: case CK_OP_NOT:
-        return eval_unary(n, o);
-    case CK_OP_CAST: return eval_cast(n, o);
-    case CK_OP_WHERE: return eval_where(n, o);
-    case CK_OP_CONCAT: return eval_concat(n, o);
-    case CK_OP_SPLIT: return eval_split(n);
-    case CK_OP_SLICE: return eval_slice(n, o);
-    case CK_OP_GATHER: return eval_gather(n, o);
-    case CK_OP_TRANSPOSE: return eval_transpose(n, o);
-    case CK_OP_EXPAND: return eval_expand(n, o);
-    case CK_OP_TRILU: return eval_trilu(n, o);
-    case CK_OP_CONSTANT_OF_SHAPE: {
-        const ck_attr *a = ck_attr_find(n, "value");
-        size_t es = ck_dtype_size(o->dtype);
-        for (int64_t i = 0, c = ck_value_numel(o); i < c; i++) {
-            if (a) memcpy((char *)o->data + (size_t)i * es, a->t->data, es);
-            else ((float *)o->data)[i] = 0.0f;
-        }
-        return true;
-    }
-    case CK_OP_RANGE: {
-        const ck_value *s = n->in[0], *dl = n->in[2];
-        for (int64_t i = 0, c = ck_value_numel(o); i < c; i++) {
-            if (ck_dtype_is_float(o->dtype)) ck_value_set_f(o, i, ck_value_get_f(s, 0) + (double)i * ck_value_get_f(dl, 0));
-            else ck_value_set_i(o, i, ck_value_get_i(s, 0) + i * ck_value_get_i(dl, 0));
-        }
-        return true;
-    }
-    default: return false;
-    }
+    return eval_fns[n->op](n, o);
 }
 
 /* Can n be evaluated now? Its inputs must be constants (never params or buffers). */
 static bool foldable(const ck_node *n, int64_t max_elems) {
-    if (!(ck_ops[n->op].flags & CK_OPF_FOLD)) return false;
+    if (!eval_fns[n->op]) return false;
     if (n->op != CK_OP_SHAPE)
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] && (n->in[i]->role != CK_ROLE_CONST || !n->in[i]->data)) return false;

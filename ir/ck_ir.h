@@ -148,11 +148,10 @@ enum {
     CK_OPF_RECOMPUTABLE = 1 << 1,/* may be run again in a checkpointed backward */
     CK_OPF_STATEFUL = 1 << 2,    /* updates state: never run twice */
     CK_OPF_RANDOM = 1 << 3,      /* draws from the counter-based RNG */
-    CK_OPF_FOLD = 1 << 4,        /* the frontend can evaluate it on constants */
 };
 
 typedef enum {
-#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws) CK_OP_##e,
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws, flops, fold, view, in_place) CK_OP_##e,
 #include "ops.def"
 #undef CK_OP
     CK_OP_COUNT

@@ -1,7 +1,8 @@
 /* flops.c — floating-point operation counts per node, for the checkpoint report and the budget
  * policy. Products count 2 per multiply-add; everything else counts one per output element
  * (pointwise and data movement alike: what matters is the ratio between GEMM-heavy nodes and the
- * rest, not a precise roofline). */
+ * rest, not a precise roofline). The FLOPs column of ops.def names the count of each op that is
+ * not one per output element (NULL: the default). */
 #include "ck_ir.h"
 
 static int64_t numel_out(const ck_node *n) {
@@ -18,26 +19,41 @@ static int64_t conv_flops(int64_t out_elems, int64_t c_per_group, const ck_value
     return 2 * out_elems * k;
 }
 
-int64_t ck_node_flops(const ck_node *n) {
-    switch (n->op) {
-    case CK_OP_GEMM: {
-        const ck_value *a = n->in[0];
-        int64_t k = ck_attr_int(n, "transA", 0) ? a->dims[0] : a->dims[1];
-        return 2 * ck_value_numel(n->out[0]) * k;
-    }
-    case CK_OP_MATMUL: {
-        const ck_value *a = n->in[0];
-        return 2 * ck_value_numel(n->out[0]) * a->dims[a->rank - 1];
-    }
-    case CK_OP_CONV: return conv_flops(ck_value_numel(n->out[0]), n->in[1]->dims[1], n->in[1]);
-    case CK_OP_CONV_GRAD_INPUT: /* dx = conv^T(dy, w): the forward's count */
-        return conv_flops(ck_value_numel(n->in[0]), n->in[1]->dims[1], n->in[1]);
-    case CK_OP_CONV_GRAD_WEIGHT: {
-        const ck_value *dy = n->in[0];
-        int64_t k = ck_value_numel(n->out[0]) / (n->out[0]->dims[0] ? n->out[0]->dims[0] : 1); /* per filter */
-        return 2 * ck_value_numel(dy) * k;
-    }
-    case CK_OP_GRAD_ALLREDUCE: return 0; /* communication (its sums are N - 1 adds per element) */
-    default: return numel_out(n);
-    }
+static int64_t flops_gemm(const ck_node *n) {
+    const ck_value *a = n->in[0];
+    int64_t k = ck_attr_int(n, "transA", 0) ? a->dims[0] : a->dims[1];
+    return 2 * ck_value_numel(n->out[0]) * k;
 }
+
+static int64_t flops_matmul(const ck_node *n) {
+    const ck_value *a = n->in[0];
+    return 2 * ck_value_numel(n->out[0]) * a->dims[a->rank - 1];
+}
+
+static int64_t flops_conv(const ck_node *n) { return conv_flops(ck_value_numel(n->out[0]), n->in[1]->dims[1], n->in[1]); }
+
+/* dx = conv^T(dy, w): the forward's count */
+static int64_t flops_conv_grad_input(const ck_node *n) {
+    return conv_flops(ck_value_numel(n->in[0]), n->in[1]->dims[1], n->in[1]);
+}
+
+static int64_t flops_conv_grad_weight(const ck_node *n) {
+    const ck_value *dy = n->in[0];
+    int64_t k = ck_value_numel(n->out[0]) / (n->out[0]->dims[0] ? n->out[0]->dims[0] : 1); /* per filter */
+    return 2 * ck_value_numel(dy) * k;
+}
+
+/* communication (its sums are N - 1 adds per element) */
+static int64_t flops_none(const ck_node *n) {
+    (void)n;
+    return 0;
+}
+
+static int64_t (*const flops_of[CK_OP_COUNT])(const ck_node *n) = {
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws, flops, fold, view, in_place) \
+    [CK_OP_##e] = flops,
+#include "ops.def"
+#undef CK_OP
+};
+
+int64_t ck_node_flops(const ck_node *n) { return flops_of[n->op] ? flops_of[n->op](n) : numel_out(n); }

@@ -151,12 +151,12 @@ char *ck_shape_str(const ck_value *v, char *buf, size_t n) { return ckrt_shape_s
 
 /* ---------------------------------------------------------------- op table */
 
-#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws) ck_status infer(ck_node *n, ck_diag *d);
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws, flops, fold, view, in_place) ck_status infer(ck_node *n, ck_diag *d);
 #include "ops.def"
 #undef CK_OP
 
 const ck_op_info ck_ops[CK_OP_COUNT] = {
-#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws) \
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws, flops, fold, view, in_place) \
     [CK_OP_##e] = {onnx, in_min, in_max, out_min, out_max, flags, diff, infer, ws},
 #include "ops.def"
 #undef CK_OP

@@ -303,8 +303,7 @@ static ck_status ck_grad_unary(ck_ad *a, ck_node *n, ck_value **dy, ck_value **d
     }
     ck_node *m = node(a, CK_OP_UNARY_GRAD, 2, (ck_value *[]){dy[0], n->in[0]}, 1);
     attr_i(a, m, "op", n->op);
-    if (n->op == CK_OP_LEAKY_RELU) attr_f(a, m, "alpha", ck_attr_float(n, "alpha", 0.01f));
-    if (n->op == CK_OP_GELU) attr_i(a, m, "tanh", strcmp(ck_attr_str(n, "approximate", "none"), "tanh") == 0);
+    copy_attrs(a, m, n); /* alpha, beta, approximate...: codegen picks the runtime code and its arguments from them */
     if (n->op == CK_OP_CLIP) {
         double lo = -INFINITY, hi = INFINITY;
         for (int i = 1; i < n->n_in && i < 3; i++) {
@@ -514,7 +513,7 @@ static ck_status ck_grad_cross_entropy(ck_ad *a, ck_node *n, ck_value **dy, ck_v
 }
 
 static const ck_grad_fn rules[CK_OP_COUNT] = {
-#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws) [CK_OP_##e] = grad,
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws, flops, fold, view, in_place) [CK_OP_##e] = grad,
 #include "ops.def"
 #undef CK_OP
 };

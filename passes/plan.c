@@ -64,22 +64,43 @@ double ck_dropout_ratio(const ck_node *n, const ck_options *o) {
     return ratio->data ? ck_value_get_f(ratio, 0) : -1.0;
 }
 
-bool ck_node_is_view(const ck_node *n, const ck_options *o) {
-    switch (n->op) {
-    case CK_OP_RESHAPE: case CK_OP_FLATTEN: case CK_OP_SQUEEZE: case CK_OP_UNSQUEEZE: case CK_OP_IDENTITY:
-        return true;
-    case CK_OP_DROPOUT: /* the identity when it drops nothing and no mask is wanted */
-        return !(n->n_out > 1 && n->out[1]) && ck_dropout_ratio(n, o) == 0.0;
-    default:
-        return false;
-    }
+/* The view and in-place columns of ops.def. A view's output 0 is its input 0's bytes
+ * (view_always: Identity and the reshapes; view_dropout: Dropout when it drops nothing and no
+ * mask is wanted). An in-place op's output k overwrites one of its inputs (inplace_optimizer: SGD
+ * and AdamW update the parameter and their state in place; inplace_each: GradAllReduce averages
+ * each gradient in place). */
+static bool view_always(const ck_node *n, const ck_options *o) {
+    (void)n, (void)o;
+    return true;
+}
+static bool view_dropout(const ck_node *n, const ck_options *o) {
+    return !(n->n_out > 1 && n->out[1]) && ck_dropout_ratio(n, o) == 0.0;
+}
+static int inplace_optimizer(const ck_node *n, int k) {
+    (void)n;
+    return k == 0 ? 0 : k + 1;
+}
+static int inplace_each(const ck_node *n, int k) {
+    (void)n;
+    return k;
 }
 
-int ck_node_inplace_input(const ck_node *n, int k) {
-    if (n->op == CK_OP_SGD || n->op == CK_OP_ADAMW) return k == 0 ? 0 : k + 1;
-    if (n->op == CK_OP_GRAD_ALLREDUCE || n->op == CK_OP_GRAD_ALLREDUCE_WAIT) return k; /* each gradient averaged in place */
-    return -1;
-}
+static bool (*const view_fns[CK_OP_COUNT])(const ck_node *n, const ck_options *o) = {
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws, flops, fold, view, in_place) \
+    [CK_OP_##e] = view,
+#include "ops.def"
+#undef CK_OP
+};
+static int (*const inplace_fns[CK_OP_COUNT])(const ck_node *n, int k) = {
+#define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws, flops, fold, view, in_place) \
+    [CK_OP_##e] = in_place,
+#include "ops.def"
+#undef CK_OP
+};
+
+bool ck_node_is_view(const ck_node *n, const ck_options *o) { return view_fns[n->op] && view_fns[n->op](n, o); }
+
+int ck_node_inplace_input(const ck_node *n, int k) { return inplace_fns[n->op] ? inplace_fns[n->op](n, k) : -1; }
 
 static ck_value *root_of(ck_value *v) {
     while (v->alias) v = v->alias;

@@ -10,7 +10,7 @@
  *
  * Adding a kernel entry point: declare it in ckrt_ops.h, add it to CKRT_DEVICE_OPS and to the
  * dispatch macros below, and implement it in runtime/cuda_ops.c (the table there is
- * type-checked against the prototype).
+ * type-checked against the prototype), launching wrappers declared in ckrt_cuda_kernels.h.
  */
 #ifndef CKRT_DEVICE_H
 #define CKRT_DEVICE_H

@@ -20,6 +20,8 @@
 #define CK_DEV static inline
 #endif
 
+#include "ckrt_kernels_ops.h"
+
 /* Offset of output element i in an input with `strides` aligned to the output's dims
  * (0 on broadcast axes). dims, strides: (rank) */
 CK_DEV int64_t ck_k_offset(int64_t i, int rank, const int64_t *dims, const int64_t *strides) {
@@ -34,25 +36,23 @@ CK_DEV int64_t ck_k_offset(int64_t i, int rank, const int64_t *dims, const int64
 
 /* ---------------------------------------------------------------- binary */
 
-/* op codes as CKRT_ADD... in ckrt_ops.h */
+/* One case per row of CKRT_BINARY_OPS / CKRT_COMPARE_OPS (ckrt_kernels_ops.h), the row's
+ * expression of a and b; an unknown code gives 0. */
+#define CK_K_CASE_F32_(CODE, IR, F32, F64, I64) case CKRT_##CODE: return F32;
+#define CK_K_CASE_F64_(CODE, IR, F32, F64, I64) case CKRT_##CODE: return F64;
+#define CK_K_CASE_I64_(CODE, IR, F32, F64, I64) case CKRT_##CODE: return I64;
+#define CK_K_CASE_CMP_(CODE, IR, EXPR) case CKRT_##CODE: return EXPR;
+
 CK_DEV float ck_k_binary_f32(int op, float a, float b) {
     switch (op) {
-    case 0: return a + b;
-    case 1: return a - b;
-    case 2: return a * b;
-    case 3: return a / b;
-    case 4: return powf(a, b);
+    CKRT_BINARY_OPS(CK_K_CASE_F32_)
     default: return 0.0f;
     }
 }
 
 CK_DEV double ck_k_binary_f64(int op, double a, double b) {
     switch (op) {
-    case 0: return a + b;
-    case 1: return a - b;
-    case 2: return a * b;
-    case 3: return a / b;
-    case 4: return pow(a, b);
+    CKRT_BINARY_OPS(CK_K_CASE_F64_)
     default: return 0.0;
     }
 }
@@ -61,52 +61,62 @@ CK_DEV double ck_k_binary_f64(int op, double a, double b) {
  * caller on the CPU, where it is reported as an error). */
 CK_DEV int64_t ck_k_binary_i64(int op, int64_t a, int64_t b) {
     switch (op) {
-    case 0: return (int64_t)((uint64_t)a + (uint64_t)b);
-    case 1: return (int64_t)((uint64_t)a - (uint64_t)b);
-    case 2: return (int64_t)((uint64_t)a * (uint64_t)b);
-    case 3: return b == 0 || (b == -1 && a == INT64_MIN) ? 0 : a / b;
+    CKRT_BINARY_OPS(CK_K_CASE_I64_)
     default: return 0;
     }
 }
 
-/* compare ops 5 (EQUAL), 6 (LESS), 7 (GREATER) */
+/* the compare ops (CKRT_EQUAL...) */
 CK_DEV uint8_t ck_k_compare(int op, double a, double b) {
-    return op == 5 ? a == b : op == 6 ? a < b : a > b;
+    switch (op) {
+    CKRT_COMPARE_OPS(CK_K_CASE_CMP_)
+    default: return 0;
+    }
 }
 CK_DEV uint8_t ck_k_compare_i64(int op, int64_t a, int64_t b) {
-    return op == 5 ? a == b : op == 6 ? a < b : a > b;
+    switch (op) {
+    CKRT_COMPARE_OPS(CK_K_CASE_CMP_)
+    default: return 0;
+    }
 }
+#undef CK_K_CASE_F32_
+#undef CK_K_CASE_F64_
+#undef CK_K_CASE_I64_
+#undef CK_K_CASE_CMP_
 
 /* ---------------------------------------------------------------- unary */
 
-/* op codes as CKRT_SQRT... in ckrt_ops.h */
-CK_DEV float ck_k_unary_f32(int op, float x, float alpha) {
+/* Forward helpers the CKRT_UNARY_OPS rows call. */
+CK_DEV float ck_k_sigmoid(float x) { return x >= 0 ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x)); }
+CK_DEV float ck_k_gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+}
+/* max(0, min(1, alpha x + beta)); NaN stays NaN */
+CK_DEV float ck_k_hard_sigmoid(float x, float alpha, float beta) {
+    float v = alpha * x + beta;
+    return v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
+}
+
+/* One case per row of CKRT_UNARY_OPS (its FWD of x, alpha, beta) and CKRT_UNARY_INT_OPS. */
+#define CK_K_CASE_FWD_(CODE, IR, ALPHA, BETA, FWD, DERIV) case CKRT_##CODE: return FWD;
+#define CK_K_CASE_INT_(CODE, EXPR) case CKRT_##CODE: return EXPR;
+
+CK_DEV float ck_k_unary_f32(int op, float x, float alpha, float beta) {
+    (void)alpha, (void)beta;
     switch (op) {
-    case 0: return sqrtf(x);
-    case 1: return 1.0f / x;
-    case 2: return -x;
-    case 3: return expf(x);
-    case 4: return logf(x);
-    case 5: return fabsf(x);
-    case 6: return tanhf(x);
-    case 7: return x >= 0 ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
-    case 8: return x > 0 ? x : 0.0f;
-    case 9: return x >= 0 ? x : alpha * x;
-    case 10: return erff(x);
-    case 11: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
-    case 12: return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+    CKRT_UNARY_OPS(CK_K_CASE_FWD_)
     default: return 0.0f;
     }
 }
 
 CK_DEV int64_t ck_k_unary_i64(int op, int64_t x) {
     switch (op) {
-    case 2: return (int64_t)(0 - (uint64_t)x);
-    case 5: return x < 0 ? (int64_t)(0 - (uint64_t)x) : x;
-    case 8: return x > 0 ? x : 0;
+    CKRT_UNARY_INT_OPS(CK_K_CASE_INT_)
     default: return 0;
     }
 }
+#undef CK_K_CASE_FWD_
+#undef CK_K_CASE_INT_
 
 /* ---------------------------------------------------------------- dtype codes */
 
@@ -129,12 +139,10 @@ CK_DEV void ck_k_where(int64_t i, int esz, void *y, const uint8_t *cond, const v
                        int64_t ia, int64_t ib) {
     const void *src = cond[ic] ? a : b;
     int64_t is = cond[ic] ? ia : ib;
-    switch (esz) {
-    case 1: ((uint8_t *)y)[i] = ((const uint8_t *)src)[is]; break;
-    case 2: ((uint16_t *)y)[i] = ((const uint16_t *)src)[is]; break;
-    case 4: ((uint32_t *)y)[i] = ((const uint32_t *)src)[is]; break;
-    default: ((uint64_t *)y)[i] = ((const uint64_t *)src)[is]; break;
-    }
+    if (esz == 1) ((uint8_t *)y)[i] = ((const uint8_t *)src)[is];
+    else if (esz == 2) ((uint16_t *)y)[i] = ((const uint16_t *)src)[is];
+    else if (esz == 4) ((uint32_t *)y)[i] = ((const uint32_t *)src)[is];
+    else ((uint64_t *)y)[i] = ((const uint64_t *)src)[is];
 }
 
 /* min(max(x, lo), hi) as numpy.clip: NaN stays NaN, lo > hi gives hi; a missing bound (has_* 0)

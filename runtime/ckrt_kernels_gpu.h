@@ -40,15 +40,12 @@ typedef struct ck_value16 {
 
 /* Copies element j of x to element i of y, esz bytes each (1, 2, 4, 8 or any other size). */
 CK_DEV void ck_k_copy_elem(void *y, int64_t i, const void *x, int64_t j, int esz) {
-    switch (esz) {
-    case 1: ((uint8_t *)y)[i] = ((const uint8_t *)x)[j]; break;
-    case 2: ((uint16_t *)y)[i] = ((const uint16_t *)x)[j]; break;
-    case 4: ((uint32_t *)y)[i] = ((const uint32_t *)x)[j]; break;
-    case 8: ((uint64_t *)y)[i] = ((const uint64_t *)x)[j]; break;
-    default:
+    if (esz == 1) ((uint8_t *)y)[i] = ((const uint8_t *)x)[j];
+    else if (esz == 2) ((uint16_t *)y)[i] = ((const uint16_t *)x)[j];
+    else if (esz == 4) ((uint32_t *)y)[i] = ((const uint32_t *)x)[j];
+    else if (esz == 8) ((uint64_t *)y)[i] = ((const uint64_t *)x)[j];
+    else
         for (int b = 0; b < esz; b++) ((uint8_t *)y)[i * esz + b] = ((const uint8_t *)x)[j * esz + b];
-        break;
-    }
 }
 
 /* Element i of an integer array of dtype dt (CK_K_I64, I32, I16, I8, U8), as int64; and back

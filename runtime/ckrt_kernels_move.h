@@ -118,13 +118,13 @@ CK_DEV float ck_k_pool(int64_t i, int kind, const float *x, int nsp, const int64
         if (!inside) continue;
         float v = img[flat];
         count++;
-        if (kind == 0) {
+        if (kind == CKRT_POOL_MAX) {
             if (best_at < 0 || v > best) best = v, best_at = flat;
         } else {
             sum += v;
         }
     }
-    if (kind == 0) {
+    if (kind == CKRT_POOL_MAX) {
         *index = best_at < 0 ? -1 : img_base + best_at;
         return best;
     }

@@ -31,34 +31,48 @@ CK_DEV void ck_k_xent_grad_row(int64_t r, float *dx, const float *logits, int64_
     }
 }
 
-/* d f(x) / dx times dy, for the forward op codes of ckrt_unary (CKRT_SQRT...) and CKRT_CLIP_GRAD. */
-CK_DEV float ck_k_unary_grad(int op, float dy, float x, float alpha, float lo, float hi) {
+/* Derivative helpers the CKRT_UNARY_OPS rows (ckrt_kernels_ops.h) call: dy times f'(x). */
+CK_DEV float ck_k_tanh_grad(float dy, float x) {
+    float t = tanhf(x);
+    return dy * (1.0f - t * t);
+}
+CK_DEV float ck_k_sigmoid_grad(float dy, float x) {
+    float s = ck_k_sigmoid(x);
+    return dy * s * (1.0f - s);
+}
+CK_DEV float ck_k_gelu_grad(float dy, float x) { /* gelu (erf) */
+    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
+    float pdf = 0.39894228040143267794f * expf(-0.5f * x * x);
+    return dy * (cdf + x * pdf);
+}
+CK_DEV float ck_k_gelu_tanh_grad(float dy, float x) {
+    const float k = 0.79788456080286535588f;
+    float u = k * (x + 0.044715f * x * x * x), t = tanhf(u);
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x));
+}
+/* alpha where 0 < alpha x + beta < 1, else 0 (the flat parts; the kinks take 0, as PyTorch) */
+CK_DEV float ck_k_hard_sigmoid_grad(float dy, float x, float alpha, float beta) {
+    float v = alpha * x + beta;
+    return v > 0.0f && v < 1.0f ? dy * alpha : 0.0f;
+}
+/* x hard_sigmoid(x) with alpha 1/6, beta 1/2: 0 below -3, x / 3 + 1/2 up to 3, 1 above (PyTorch's
+ * hardswish_backward) */
+CK_DEV float ck_k_hard_swish_grad(float dy, float x) {
+    return x < -3.0f ? 0.0f : x <= 3.0f ? dy * (x / 3.0f + 0.5f) : dy;
+}
+
+/* d f(x) / dx times dy for the forward op codes of ckrt_unary (one case per CKRT_UNARY_OPS row,
+ * its DERIV) and CKRT_CLIP_GRAD (dy inside [lo, hi]). */
+#define CK_K_CASE_DERIV_(CODE, IR, ALPHA, BETA, FWD, DERIV) case CKRT_##CODE: return DERIV;
+CK_DEV float ck_k_unary_grad(int op, float dy, float x, float alpha, float beta, float lo, float hi) {
+    (void)alpha, (void)beta;
     switch (op) {
-    case 0: return dy * 0.5f / sqrtf(x);                                           /* sqrt */
-    case 1: return -dy / (x * x);                                                  /* reciprocal */
-    case 2: return -dy;                                                            /* neg */
-    case 3: return dy * expf(x);                                                   /* exp */
-    case 4: return dy / x;                                                         /* log */
-    case 5: return x > 0 ? dy : x < 0 ? -dy : 0.0f;                                /* abs */
-    case 6: { float t = tanhf(x); return dy * (1.0f - t * t); }                    /* tanh */
-    case 7: { float s = x >= 0 ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x)); return dy * s * (1.0f - s); }
-    case 8: return x > 0 ? dy : 0.0f;                                              /* relu */
-    case 9: return x > 0 ? dy : dy * alpha;                                        /* leaky relu */
-    case 10: return dy * 1.12837916709551257390f * expf(-x * x);                   /* erf: 2/sqrt(pi) e^-x^2 */
-    case 11: {                                                                     /* gelu (erf) */
-        float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
-        float pdf = 0.39894228040143267794f * expf(-0.5f * x * x);
-        return dy * (cdf + x * pdf);
-    }
-    case 12: {                                                                     /* gelu (tanh) */
-        const float k = 0.79788456080286535588f;
-        float u = k * (x + 0.044715f * x * x * x), t = tanhf(u);
-        return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x));
-    }
-    case 100: return x >= lo && x <= hi ? dy : 0.0f;                               /* clip */
+    CKRT_UNARY_OPS(CK_K_CASE_DERIV_)
+    case CKRT_CLIP_GRAD: return x >= lo && x <= hi ? dy : 0.0f;
     default: return 0.0f;
     }
 }
+#undef CK_K_CASE_DERIV_
 
 /* Softmax backward along len for one (outer, inner) line, index l = o * inner + i:
  * softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy). */
@@ -260,9 +274,9 @@ CK_DEV float ck_k_pool_grad(int64_t i, int kind, const float *dy, const float *x
         int64_t s = ck_k_tap_window(p, t, nsp, out_sp, k, strides, pads_begin, dilations);
         if (s < 0) continue;
         int64_t o = img * out_n + s;
-        if (kind == 0) {
+        if (kind == CKRT_POOL_MAX) {
             int64_t at = -1;
-            ck_k_pool(o, 0, x, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end, dilations, 0, &at);
+            ck_k_pool(o, CKRT_POOL_MAX, x, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end, dilations, 0, &at);
             if (at == i) sum += dy[o];
         } else {
             int64_t div = ck_k_pool_divisor(o, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end, dilations,
@@ -280,9 +294,9 @@ CK_DEV float ck_k_pool_grad(int64_t i, int kind, const float *dy, const float *x
 CK_DEV void ck_k_pool_grad_window(int64_t o, int kind, float *dx, const float *dy, const float *x, int nsp, const int64_t *in_sp,
                                   const int64_t *out_sp, const int64_t *k, const int64_t *strides, const int64_t *pads_begin,
                                   const int64_t *pads_end, const int64_t *dilations, int count_include_pad) {
-    if (kind == 0) {
+    if (kind == CKRT_POOL_MAX) {
         int64_t at = -1;
-        ck_k_pool(o, 0, x, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end, dilations, 0, &at);
+        ck_k_pool(o, CKRT_POOL_MAX, x, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end, dilations, 0, &at);
         if (at >= 0) dx[at] += dy[o];
         return;
     }

@@ -10,24 +10,21 @@
 #ifndef CKRT_OPS_H
 #define CKRT_OPS_H
 
+#include "ckrt_kernels_ops.h" /* the op codes: CKRT_ADD..., CKRT_SQRT..., CKRT_REDUCE_*, CKRT_POOL_* */
+
 /* ---------------------------------------------------------------- elementwise (ckrt_kernels.h) */
 
-enum { /* binary ops; the compare ops write bool (uint8) */
-    CKRT_ADD, CKRT_SUB, CKRT_MUL, CKRT_DIV, CKRT_POW, CKRT_EQUAL, CKRT_LESS, CKRT_GREATER
-};
-/* y[i] = a[off_a(i)] OP b[off_b(i)] over an output of `rank` dims; a_strides/b_strides are the
+/* op: a code of CKRT_BINARY_OPS or CKRT_COMPARE_OPS (the compare ops write bool (uint8)).
+ * y[i] = a[off_a(i)] OP b[off_b(i)] over an output of `rank` dims; a_strides/b_strides are the
  * inputs' element strides aligned to the output's dims, 0 on broadcast axes.
  * dt: the inputs' dtype (f32, f64, i64, i32; bool for EQUAL). */
 int ckrt_binary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *a, const void *b, int rank,
                 const int64_t *dims, const int64_t *a_strides, const int64_t *b_strides);
 
-enum { /* unary ops */
-    CKRT_SQRT, CKRT_RECIPROCAL, CKRT_NEG, CKRT_EXP, CKRT_LOG, CKRT_ABS, CKRT_TANH, CKRT_SIGMOID,
-    CKRT_RELU, CKRT_LEAKY_RELU, CKRT_ERF, CKRT_GELU, CKRT_GELU_TANH, CKRT_NOT
-};
-/* y = op(x) over n elements; alpha: LeakyRelu's slope. dt: f32 (all), i64/i32 (NEG, ABS, RELU),
- * bool (NOT). */
-int ckrt_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int64_t n, float alpha);
+/* y = op(x) over n elements, op a code of CKRT_UNARY_OPS (or CKRT_NOT); alpha, beta: the op's
+ * attributes (LeakyRelu's slope, HardSigmoid's alpha and beta; 0 for the others).
+ * dt: f32 (all), i64/i32 (CKRT_UNARY_INT_OPS), bool (NOT). */
+int ckrt_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int64_t n, float alpha, float beta);
 
 /* y = min(max(x, lo), hi) over n elements as numpy.clip (NaN stays NaN; lo > hi gives hi); lo/hi
  * point at one element of dt or are NULL (no bound). dt: f32, f64, i64, i32, i16, i8, u8. */
@@ -76,7 +73,6 @@ int ckrt_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var, floa
  * the same mask, no state). ratio 0 (inference): y = x, mask all true. mask (bool) may be NULL. */
 int ckrt_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, uint64_t key);
 
-enum { CKRT_REDUCE_SUM, CKRT_REDUCE_MEAN };
 /* x viewed as kept axes (nk of them: kdims, kstrides) and reduced axes (nr: rdims, rstrides),
  * strides in elements of x; y: (kdims...) row-major. Each output sums its prod(rdims) inputs in
  * row-major order of rdims (f32 in double; ints in int64, wrapping); MEAN divides by the count.
@@ -107,7 +103,6 @@ int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float
               int64_t C, int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
               const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations);
 
-enum { CKRT_POOL_MAX, CKRT_POOL_AVG };
 /* x: (N, C, in_sp...) -> y: (N, C, out_sp...). Windows start at o*stride - pads_begin; taps outside
  * the input are skipped (MaxPool) or, for AveragePool with count_include_pad, counted in the
  * divisor while inside [-pads_begin, in + pads_end). indices (MaxPool, int64, may be NULL): the
@@ -158,10 +153,10 @@ int ckrt_cross_entropy(ckrt_ctx *c, float *loss, const float *logits, const void
 int ckrt_cross_entropy_grad(ckrt_ctx *c, float *dx, const float *dloss, const float *logits, const void *labels,
                             ckrt_dtype label_dt, int64_t rows, int64_t classes);
 
-enum { CKRT_CLIP_GRAD = 100 };
 /* dx = dy * f'(x) over n elements; op: the forward's ckrt_unary code (or CKRT_CLIP_GRAD with
- * bounds lo, hi); alpha: LeakyRelu's slope. */
-int ckrt_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float *x, int64_t n, float alpha, float lo, float hi);
+ * bounds lo, hi); alpha, beta: the forward's. */
+int ckrt_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float *x, int64_t n, float alpha, float beta,
+                    float lo, float hi);
 /* y: the forward's output, (outer, len, inner); log: y is log-softmax. */
 int ckrt_softmax_grad(ckrt_ctx *c, int log, float *dx, const float *dy, const float *y, int64_t outer, int64_t len,
                       int64_t inner);

@@ -7,40 +7,40 @@
 #include "ckrt_kernels.h"
 #include "cpu_iter.h"
 
-/* One output row of a float binary op: y[j] = a[j*sa] OP b[j*sb], the op switched once per row
- * and the common stride pairs (both contiguous, one side broadcast) spelled out so the compiler
- * vectorizes them. Each element is the same expression as ck_k_binary_f32/f64. */
-#define CK_ADD_(x, z) ((x) + (z))
-#define CK_SUB_(x, z) ((x) - (z))
-#define CK_MUL_(x, z) ((x) * (z))
-#define CK_DIV_(x, z) ((x) / (z))
-#define CK_ROW_LOOP(T, OP)                                                                                            \
+/* One output row of a float binary op: y[j] = pa[j*sa] OP pb[j*sb], the op switched once per row
+ * (one case per CKRT_BINARY_OPS row, its F32 or F64 expression of a and b, so each element is the
+ * expression of ck_k_binary_f32/f64) and the common stride pairs (both contiguous, one side
+ * broadcast) spelled out so the compiler vectorizes them. */
+#define CK_ROW_LOOP(T, EXPR)                                                                                          \
     do {                                                                                                              \
         if (sa == 1 && sb == 1) {                                                                                     \
-            for (int64_t j = 0; j < n; j++) y[j] = OP(a[j], b[j]);                                                    \
+            for (int64_t j = 0; j < n; j++) { T a = pa[j], b = pb[j]; y[j] = EXPR; }                                  \
         } else if (sb == 0) {                                                                                         \
-            T z = b[0];                                                                                               \
-            for (int64_t j = 0; j < n; j++) y[j] = OP(a[j * sa], z);                                                  \
+            T b = pb[0];                                                                                              \
+            for (int64_t j = 0; j < n; j++) { T a = pa[j * sa]; y[j] = EXPR; }                                        \
         } else if (sa == 0) {                                                                                         \
-            T x = a[0];                                                                                               \
-            for (int64_t j = 0; j < n; j++) y[j] = OP(x, b[j * sb]);                                                  \
+            T a = pa[0];                                                                                              \
+            for (int64_t j = 0; j < n; j++) { T b = pb[j * sb]; y[j] = EXPR; }                                        \
         } else {                                                                                                      \
-            for (int64_t j = 0; j < n; j++) y[j] = OP(a[j * sa], b[j * sb]);                                          \
+            for (int64_t j = 0; j < n; j++) { T a = pa[j * sa], b = pb[j * sb]; y[j] = EXPR; }                        \
         }                                                                                                             \
     } while (0)
-#define CK_BINARY_ROW(T, POWF)                                                                                        \
-    static void binary_row_##T(int op, T *y, const T *a, int64_t sa, const T *b, int64_t sb, int64_t n) {          \
-        switch (op) {                                                                                                 \
-        case CKRT_ADD: CK_ROW_LOOP(T, CK_ADD_); break;                                                                \
-        case CKRT_SUB: CK_ROW_LOOP(T, CK_SUB_); break;                                                                \
-        case CKRT_MUL: CK_ROW_LOOP(T, CK_MUL_); break;                                                                \
-        case CKRT_DIV: CK_ROW_LOOP(T, CK_DIV_); break;                                                                \
-        default: CK_ROW_LOOP(T, POWF); break;                                                                         \
-        }                                                                                                             \
+#define CK_ROW_CASE_F32_(CODE, IR, F32, F64, I64) case CKRT_##CODE: CK_ROW_LOOP(float, F32); break;
+#define CK_ROW_CASE_F64_(CODE, IR, F32, F64, I64) case CKRT_##CODE: CK_ROW_LOOP(double, F64); break;
+static void binary_row_float(int op, float *y, const float *pa, int64_t sa, const float *pb, int64_t sb, int64_t n) {
+    switch (op) {
+    CKRT_BINARY_OPS(CK_ROW_CASE_F32_)
+    default: break;
     }
-CK_BINARY_ROW(float, powf)
-CK_BINARY_ROW(double, pow)
-#undef CK_BINARY_ROW
+}
+static void binary_row_double(int op, double *y, const double *pa, int64_t sa, const double *pb, int64_t sb, int64_t n) {
+    switch (op) {
+    CKRT_BINARY_OPS(CK_ROW_CASE_F64_)
+    default: break;
+    }
+}
+#undef CK_ROW_CASE_F32_
+#undef CK_ROW_CASE_F64_
 #undef CK_ROW_LOOP
 
 int ckrt_binary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *a, const void *b, int rank,
@@ -89,23 +89,20 @@ int ckrt_binary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *a, cons
     return CKRT_OK;
 }
 
-int ckrt_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int64_t n, float alpha) {
+int ckrt_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int64_t n, float alpha, float beta) {
     switch (dt) {
     case CKRT_F32: {
         float *yf = y;
         const float *xf = x;
-        /* one loop per op with the op a constant, so the body's switch folds away and simple ops
-         * vectorize; the same expression per element as ck_k_unary_f32 */
+        /* one loop per CKRT_UNARY_OPS row with the op a constant, so the body's switch folds away
+         * and simple ops vectorize; the same expression per element as ck_k_unary_f32 */
         switch (op) {
-#define CK_UNARY_CASE(K)                                                                                              \
-    case K:                                                                                                           \
-        for (int64_t i = 0; i < n; i++) yf[i] = ck_k_unary_f32(K, xf[i], alpha);                                      \
+#define CK_UNARY_CASE_(CODE, ...)                                                                                     \
+    case CKRT_##CODE:                                                                                                 \
+        for (int64_t i = 0; i < n; i++) yf[i] = ck_k_unary_f32(CKRT_##CODE, xf[i], alpha, beta);                      \
         return CKRT_OK;
-            CK_UNARY_CASE(CKRT_SQRT) CK_UNARY_CASE(CKRT_RECIPROCAL) CK_UNARY_CASE(CKRT_NEG) CK_UNARY_CASE(CKRT_EXP)
-            CK_UNARY_CASE(CKRT_LOG) CK_UNARY_CASE(CKRT_ABS) CK_UNARY_CASE(CKRT_TANH) CK_UNARY_CASE(CKRT_SIGMOID)
-            CK_UNARY_CASE(CKRT_RELU) CK_UNARY_CASE(CKRT_LEAKY_RELU) CK_UNARY_CASE(CKRT_ERF) CK_UNARY_CASE(CKRT_GELU)
-            CK_UNARY_CASE(CKRT_GELU_TANH)
-#undef CK_UNARY_CASE
+            CKRT_UNARY_OPS(CK_UNARY_CASE_)
+#undef CK_UNARY_CASE_
         default: break;
         }
         break;

@@ -36,20 +36,21 @@ int ckrt_cross_entropy_grad(ckrt_ctx *c, float *dx, const float *dloss, const fl
     return CKRT_OK;
 }
 
-int ckrt_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float *x, int64_t n, float alpha, float lo, float hi) {
+int ckrt_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float *x, int64_t n, float alpha, float beta,
+                    float lo, float hi) {
     (void)c;
-    /* one loop per op with the op a constant (the body's switch folds away; simple ops vectorize) */
+    /* one loop per CKRT_UNARY_OPS row with the op a constant (the body's switch folds away;
+     * simple ops vectorize) */
     switch (op) {
-#define CK_GRAD_CASE(K)                                                                                               \
-    case K:                                                                                                           \
-        for (int64_t i = 0; i < n; i++) dx[i] = ck_k_unary_grad(K, dy[i], x[i], alpha, lo, hi);                       \
+#define CK_GRAD_CASE_(CODE, ...)                                                                                      \
+    case CKRT_##CODE:                                                                                                 \
+        for (int64_t i = 0; i < n; i++) dx[i] = ck_k_unary_grad(CKRT_##CODE, dy[i], x[i], alpha, beta, lo, hi);       \
         return CKRT_OK;
-        CK_GRAD_CASE(0) CK_GRAD_CASE(1) CK_GRAD_CASE(2) CK_GRAD_CASE(3) CK_GRAD_CASE(4) CK_GRAD_CASE(5) CK_GRAD_CASE(6)
-        CK_GRAD_CASE(7) CK_GRAD_CASE(8) CK_GRAD_CASE(9) CK_GRAD_CASE(10) CK_GRAD_CASE(11) CK_GRAD_CASE(12) CK_GRAD_CASE(100)
-#undef CK_GRAD_CASE
+        CKRT_UNARY_OPS(CK_GRAD_CASE_) CK_GRAD_CASE_(CLIP_GRAD)
+#undef CK_GRAD_CASE_
     default: break;
     }
-    for (int64_t i = 0; i < n; i++) dx[i] = ck_k_unary_grad(op, dy[i], x[i], alpha, lo, hi);
+    for (int64_t i = 0; i < n; i++) dx[i] = ck_k_unary_grad(op, dy[i], x[i], alpha, beta, lo, hi);
     return CKRT_OK;
 }
 

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include "cuda_impl.h"
 #include "ckrt_kernels_gpu.h"
+#include "cuda_launch.h"
 
 #include <sys/mman.h>
 
@@ -31,8 +32,7 @@ int ckrt_cu_arena_top(ckrt_ctx *c, int64_t from, int64_t to, int byte, int64_t *
     *top = from;
     if (n == 0) return CKRT_OK;
     CKRT_TRY(ckrt_cu_memset0(c, slot, (int64_t)sizeof t));
-    void *args[] = {&n, &x, &bytes, &byte, &slot};
-    CKRT_TRY(ckrt_cu_launch(c, "arena_top", n, args));
+    CKRT_TRY(g_arena_top(c, n, &x, &bytes, &byte, &slot));
     CKRT_TRY(ckrt_cu_read(c, &t, slot, (int64_t)sizeof t));
     *top = from + (int64_t)t;
     return CKRT_OK;

@@ -11,12 +11,14 @@
  * the host first, so errors name the node and the value exactly as on the CPU. One exception:
  * integer division by zero gives 0 here where the CPU reports an error.
  *
- * Arguments must match the wrapper's parameters in type and order (tests/cuda_emu_test.py runs
- * this file against the emitted wrappers on the CPU, which catches a mismatch).
+ * Every launch goes through a g_NAME launcher generated from the wrapper's one declaration in
+ * ckrt_cuda_kernels.h (the one emit_cuda.c writes the wrapper from): arguments that do not match
+ * its parameters in number, order or type fail to compile.
  */
 #include "cuda_impl.h"
 #include "ckrt_kernels_gpu.h"
 #include "ckrt_kernels_move.h"
+#include "cuda_launch.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -24,14 +26,6 @@
 
 #define P(x) ckrt_cu_ptr(c, (x))
 
-/* Launches ck_g_NAME over n items; the argument list after n. */
-#define LAUNCH(name, n, ...) launch(c, name, (n), (void *[]){NULL, __VA_ARGS__})
-
-static int launch(ckrt_ctx *c, const char *name, int64_t n, void **args) {
-    if (n <= 0) return CKRT_OK;
-    args[0] = &n;
-    return ckrt_cu_launch(c, name, n, args);
-}
 
 static int dims_of(ckrt_ctx *c, int rank, const int64_t *v, ck_dims *out) {
     memset(out, 0, sizeof *out);
@@ -65,25 +59,25 @@ static int cu_binary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *a,
     int64_t n = prod(rank, dims);
     int k = (int)dt;
     switch (dt) {
-    case CKRT_F32: return LAUNCH("binary_f32", n, &op, &Y, &A, &B, &rank, &D, &SA, &SB);
-    case CKRT_F64: return LAUNCH("binary_f64", n, &op, &Y, &A, &B, &rank, &D, &SA, &SB);
-    case CKRT_I64: case CKRT_I32: return LAUNCH("binary_int", n, &op, &k, &Y, &A, &B, &rank, &D, &SA, &SB);
+    case CKRT_F32: return g_binary_f32(c, n, &op, &Y, &A, &B, &rank, &D, &SA, &SB);
+    case CKRT_F64: return g_binary_f64(c, n, &op, &Y, &A, &B, &rank, &D, &SA, &SB);
+    case CKRT_I64: case CKRT_I32: return g_binary_int(c, n, &op, &k, &Y, &A, &B, &rank, &D, &SA, &SB);
     case CKRT_BOOL:
         if (op < CKRT_EQUAL) return ckrt_fail(c, CKRT_ERR_INTERNAL, "binary op %d on bool", op);
         k = CKRT_U8;
-        return LAUNCH("binary_int", n, &op, &k, &Y, &A, &B, &rank, &D, &SA, &SB);
+        return g_binary_int(c, n, &op, &k, &Y, &A, &B, &rank, &D, &SA, &SB);
     default: return ckrt_fail(c, CKRT_ERR_INTERNAL, "binary op on %s", ckrt_dtype_name(dt));
     }
 }
 
-static int cu_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int64_t n, float alpha) {
+static int cu_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int64_t n, float alpha, float beta) {
     ckrt_dptr Y = P(y), X = P(x);
     int k = (int)dt;
     switch (dt) {
-    case CKRT_F32: return LAUNCH("unary_f32", n, &op, &Y, &X, &alpha);
-    case CKRT_I64: case CKRT_I32: return LAUNCH("unary_int", n, &op, &k, &Y, &X);
+    case CKRT_F32: return g_unary_f32(c, n, &op, &Y, &X, &alpha, &beta);
+    case CKRT_I64: case CKRT_I32: return g_unary_int(c, n, &op, &k, &Y, &X);
     case CKRT_BOOL:
-        if (op == CKRT_NOT) return LAUNCH("not", n, &Y, &X);
+        if (op == CKRT_NOT) return g_not(c, n, &Y, &X);
         break;
     default: break;
     }
@@ -100,16 +94,16 @@ static int cu_where(ckrt_ctx *c, size_t esz, void *y, const uint8_t *cond, const
     CKRT_TRY(dims_of(c, rank, b_strides, &SB));
     ckrt_dptr Y = P(y), C = P(cond), A = P(a), B = P(b);
     int e = (int)esz;
-    return LAUNCH("where", prod(rank, dims), &e, &Y, &C, &A, &B, &rank, &D, &SC, &SA, &SB);
+    return g_where(c, prod(rank, dims), &e, &Y, &C, &A, &B, &rank, &D, &SC, &SA, &SB);
 }
 
 static int cu_clip(ckrt_ctx *c, ckrt_dtype dt, void *y, const void *x, int64_t n, const void *lo, const void *hi) {
     ckrt_dptr Y = P(y), X = P(x), L = P(lo), H = P(hi);
     int k = (int)dt;
     switch (dt) {
-    case CKRT_F32: return LAUNCH("clip_f32", n, &Y, &X, &L, &H);
-    case CKRT_F64: return LAUNCH("clip_f64", n, &Y, &X, &L, &H);
-    case CKRT_I64: case CKRT_I32: case CKRT_I16: case CKRT_I8: case CKRT_U8: return LAUNCH("clip_int", n, &k, &Y, &X, &L, &H);
+    case CKRT_F32: return g_clip_f32(c, n, &Y, &X, &L, &H);
+    case CKRT_F64: return g_clip_f64(c, n, &Y, &X, &L, &H);
+    case CKRT_I64: case CKRT_I32: case CKRT_I16: case CKRT_I8: case CKRT_U8: return g_clip_int(c, n, &k, &Y, &X, &L, &H);
     default: return ckrt_fail(c, CKRT_ERR_INTERNAL, "clip on %s", ckrt_dtype_name(dt));
     }
 }
@@ -123,20 +117,20 @@ static int cu_cast(ckrt_ctx *c, ckrt_dtype to, ckrt_dtype from, void *y, const v
     }
     ckrt_dptr Y = P(y), X = P(x);
     int t = (int)to, f = (int)from;
-    return LAUNCH("cast", n, &t, &f, &Y, &X);
+    return g_cast(c, n, &t, &f, &Y, &X);
 }
 
 /* ---------------------------------------------------------------- over an axis */
 
 static int cu_softmax(ckrt_ctx *c, int log, float *y, const float *x, int64_t outer, int64_t len, int64_t inner) {
     ckrt_dptr Y = P(y), X = P(x);
-    return LAUNCH("softmax", outer * inner, &log, &Y, &X, &len, &inner);
+    return g_softmax(c, outer * inner, &log, &Y, &X, &len, &inner);
 }
 
 static int cu_layer_norm(ckrt_ctx *c, float *y, float *mean, float *inv_std, const float *x, const float *scale,
                          const float *bias, int64_t rows, int64_t cols, float eps) {
     ckrt_dptr Y = P(y), M = P(mean), I = P(inv_std), X = P(x), S = P(scale), B = P(bias);
-    return LAUNCH("layer_norm", rows, &Y, &M, &I, &X, &S, &B, &cols, &eps);
+    return g_layer_norm(c, rows, &Y, &M, &I, &X, &S, &B, &cols, &eps);
 }
 
 static int cu_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var, float *saved_mean, float *saved_inv_std,
@@ -145,15 +139,15 @@ static int cu_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var,
     ckrt_dptr Y = P(y), RM = P(run_mean), RV = P(run_var), SM = P(saved_mean), SI = P(saved_inv_std), X = P(x),
               SC = P(scale), B = P(bias), M = P(mean), V = P(var);
     if (training)
-        return LAUNCH("batch_norm_train", C, &Y, &RM, &RV, &SM, &SI, &X, &SC, &B, &M, &V, &N, &C, &S, &eps, &momentum, &unbiased);
-    return LAUNCH("batch_norm_infer", N * C * S, &Y, &X, &SC, &B, &M, &V, &C, &S, &eps);
+        return g_batch_norm_train(c, C, &Y, &RM, &RV, &SM, &SI, &X, &SC, &B, &M, &V, &N, &C, &S, &eps, &momentum, &unbiased);
+    return g_batch_norm_infer(c, N * C * S, &Y, &X, &SC, &B, &M, &V, &C, &S, &eps);
 }
 
 static int dropout_launch(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, float scale,
                           uint64_t key) {
     ckrt_dptr Y = P(y), M = P(mask), X = P(x);
     uint64_t seed = c->seed, step = (uint64_t)c->step, first = c->rng_rank * (uint64_t)n;
-    return LAUNCH("dropout", (n + 3) / 4, &Y, &M, &X, &n, &ratio, &scale, &seed, &step, &key, &first);
+    return g_dropout(c, (n + 3) / 4, &Y, &M, &X, &n, &ratio, &scale, &seed, &step, &key, &first);
 }
 
 static int cu_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, uint64_t key) {
@@ -175,15 +169,15 @@ static int cu_reduce(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x,
     ckrt_dptr Y = P(y), X = P(x);
     int64_t n = prod(nk, kdims);
     int mean = op == CKRT_REDUCE_MEAN, is64 = dt == CKRT_I64;
-    if (dt == CKRT_F32) return LAUNCH("reduce_f32", n, &mean, &Y, &X, &nk, &KD, &KS, &nr, &RD, &RS);
+    if (dt == CKRT_F32) return g_reduce_f32(c, n, &mean, &Y, &X, &nk, &KD, &KS, &nr, &RD, &RS);
     if ((dt == CKRT_I64 || dt == CKRT_I32) && op == CKRT_REDUCE_SUM)
-        return LAUNCH("reduce_int", n, &is64, &Y, &X, &nk, &KD, &KS, &nr, &RD, &RS);
+        return g_reduce_int(c, n, &is64, &Y, &X, &nk, &KD, &KS, &nr, &RD, &RS);
     return ckrt_fail(c, CKRT_ERR_INTERNAL, "reduce op %d on %s", op, ckrt_dtype_name(dt));
 }
 
 static int cu_global_avg_pool(ckrt_ctx *c, float *y, const float *x, int64_t nc, int64_t s) {
     ckrt_dptr Y = P(y), X = P(x);
-    return LAUNCH("global_avg_pool", nc, &Y, &X, &s);
+    return g_global_avg_pool(c, nc, &Y, &X, &s);
 }
 
 /* ---------------------------------------------------------------- dense */
@@ -194,12 +188,12 @@ static int cu_gemm(ckrt_ctx *c, float *y, const float *a, const float *b, const 
     float bt = 0.0f;
     if (M * N == 0) return CKRT_OK;
     if (cm && beta != 0.0f) {
-        CKRT_TRY(LAUNCH("gemm_cm", M * N, &Y, &CM, &N, &cm_rows, &cm_cols));
+        CKRT_TRY(g_gemm_cm(c, M * N, &Y, &CM, &N, &cm_rows, &cm_cols));
         bt = beta;
     }
     if (K == 0) {
         if (bt == 0.0f) return ckrt_cu_memset0(c, Y, M * N * 4);
-        return LAUNCH("scale", M * N, &Y, &bt);
+        return g_scale(c, M * N, &Y, &bt);
     }
     return row_gemm(c, trans_a, trans_b, M, N, K, alpha, P(a), 0, P(b), 0, bt, Y, 0, 1);
 }
@@ -259,7 +253,7 @@ static int geom(ckrt_ctx *c, int nsp, const int64_t *in_sp, const int64_t *out_s
 }
 
 static int im2col(ckrt_ctx *c, ckrt_dptr col, ckrt_dptr img, int64_t Cg, int nsp, conv_geom *g) {
-    return LAUNCH("im2col", Cg * g->taps * g->out_n, &col, &img, &nsp, &g->in_sp, &g->out_sp, &g->k, &g->st, &g->pb, &g->dl);
+    return g_im2col(c, Cg * g->taps * g->out_n, &col, &img, &nsp, &g->in_sp, &g->out_sp, &g->k, &g->st, &g->pb, &g->dl);
 }
 
 static int cu_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float *b, float *ws, int nsp, int64_t N,
@@ -284,7 +278,7 @@ static int cu_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const 
             else CKRT_TRY(row_gemm(c, 0, 0, Mg, g.out_n, R, 1.0f, W + 4 * (ckrt_dptr)(gi * Mg * R), 0, col, 0, 0.0f, yg, 0, 1));
             if (b) {
                 ckrt_dptr bg = B + 4 * (ckrt_dptr)(gi * Mg);
-                CKRT_TRY(LAUNCH("bias_add", Mg * g.out_n, &yg, &bg, &g.out_n));
+                CKRT_TRY(g_bias_add(c, Mg * g.out_n, &yg, &bg, &g.out_n));
             }
         }
     return CKRT_OK;
@@ -297,7 +291,7 @@ static int cu_pool(ckrt_ctx *c, int kind, float *y, int64_t *indices, const floa
     conv_geom g;
     CKRT_TRY(geom(c, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end, dilations, &g));
     ckrt_dptr Y = P(y), I = P(indices), X = P(x);
-    return LAUNCH("pool", N * C * g.out_n, &kind, &Y, &I, &X, &nsp, &g.in_sp, &g.out_sp, &g.k, &g.st, &g.pb, &g.pe, &g.dl,
+    return g_pool(c, N * C * g.out_n, &kind, &Y, &I, &X, &nsp, &g.in_sp, &g.out_sp, &g.k, &g.st, &g.pb, &g.pe, &g.dl,
                   &count_include_pad);
 }
 
@@ -310,13 +304,13 @@ static int cu_strided_copy(ckrt_ctx *c, size_t esz, void *y, const void *x, int 
     CKRT_TRY(dims_of(c, rank, in_strides, &S));
     ckrt_dptr Y = P(y), X = P(x);
     int e = (int)esz;
-    return LAUNCH("strided_copy", prod(rank, out_dims), &e, &Y, &X, &rank, &D, &S, &base);
+    return g_strided_copy(c, prod(rank, out_dims), &e, &Y, &X, &rank, &D, &S, &base);
 }
 
 static int split_copy(ckrt_ctx *c, size_t esz, int to_whole, ckrt_dptr whole, ckrt_dptr part, int64_t len, int64_t start,
                       int64_t total, int64_t outer, int64_t inner) {
     int e = (int)esz;
-    return LAUNCH("split_copy", outer * len * inner, &e, &to_whole, &whole, &part, &len, &start, &total, &inner);
+    return g_split_copy(c, outer * len * inner, &e, &to_whole, &whole, &part, &len, &start, &total, &inner);
 }
 
 static int cu_concat(ckrt_ctx *c, size_t esz, void *y, int n, const void *const *xs, const int64_t *lens, int64_t outer,
@@ -362,14 +356,14 @@ static int cu_gather(ckrt_ctx *c, size_t esz, void *y, const void *x, const void
     CKRT_TRY(check_indices(c, idx, idx_dt, n_idx, len));
     ckrt_dptr Y = P(y), X = P(x), I = P(idx);
     int e = (int)esz, i64 = idx_dt == CKRT_I64;
-    return LAUNCH("gather", outer * n_idx * inner, &e, &Y, &X, &I, &i64, &len, &inner, &n_idx);
+    return g_gather(c, outer * n_idx * inner, &e, &Y, &X, &I, &i64, &len, &inner, &n_idx);
 }
 
 static int cu_trilu(ckrt_ctx *c, size_t esz, void *y, const void *x, int64_t batch, int64_t rows, int64_t cols, int64_t k,
                     int upper) {
     ckrt_dptr Y = P(y), X = P(x);
     int e = (int)esz;
-    return LAUNCH("trilu", batch * rows * cols, &e, &Y, &X, &rows, &cols, &k, &upper);
+    return g_trilu(c, batch * rows * cols, &e, &Y, &X, &rows, &cols, &k, &upper);
 }
 
 static int cu_fill(ckrt_ctx *c, size_t esz, void *y, const void *value, int64_t n) {
@@ -379,7 +373,7 @@ static int cu_fill(ckrt_ctx *c, size_t esz, void *y, const void *value, int64_t 
     memcpy(&v, value, esz); /* the value is a host literal in the generated code */
     ckrt_dptr Y = P(y);
     int e = (int)esz;
-    return LAUNCH("fill", n, &e, &Y, &v);
+    return g_fill(c, n, &e, &Y, &v);
 }
 
 static int cu_range(ckrt_ctx *c, ckrt_dtype dt, void *y, const void *start, const void *delta, int64_t n) {
@@ -387,7 +381,7 @@ static int cu_range(ckrt_ctx *c, ckrt_dtype dt, void *y, const void *start, cons
         return ckrt_fail(c, CKRT_ERR_INTERNAL, "Range of dtype %s", ckrt_dtype_name(dt));
     ckrt_dptr Y = P(y), S = P(start), D = P(delta);
     int k = (int)dt;
-    return LAUNCH("range", n, &k, &Y, &S, &D);
+    return g_range(c, n, &k, &Y, &S, &D);
 }
 
 /* ---------------------------------------------------------------- training */
@@ -419,8 +413,8 @@ static int cu_cross_entropy(ckrt_ctx *c, float *loss, const float *logits, const
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         int64_t cnt = rows - r0 < chunk ? rows - r0 : chunk;
         int first = r0 == 0;
-        CKRT_TRY(LAUNCH("xent_rows", cnt, &vals, &r0, &G, &Lb, &i64, &classes));
-        CKRT_TRY(LAUNCH("xent_accum", 1, &acc, &vals, &cnt, &first, r0 + cnt >= rows ? &L : &none, &rows));
+        CKRT_TRY(g_xent_rows(c, cnt, &vals, &r0, &G, &Lb, &i64, &classes));
+        CKRT_TRY(g_xent_accum(c, 1, &acc, &vals, &cnt, &first, r0 + cnt >= rows ? &L : &none, &rows));
     }
     return CKRT_OK;
 }
@@ -430,44 +424,44 @@ static int cu_cross_entropy_grad(ckrt_ctx *c, float *dx, const float *dloss, con
     CKRT_TRY(check_labels(c, labels, label_dt, rows, classes));
     ckrt_dptr DX = P(dx), DL = P(dloss), G = P(logits), Lb = P(labels);
     int i64 = label_dt == CKRT_I64;
-    return LAUNCH("xent_grad", rows, &DX, &DL, &G, &Lb, &i64, &rows, &classes);
+    return g_xent_grad(c, rows, &DX, &DL, &G, &Lb, &i64, &rows, &classes);
 }
 
-static int cu_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float *x, int64_t n, float alpha, float lo,
-                         float hi) {
+static int cu_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float *x, int64_t n, float alpha, float beta,
+                         float lo, float hi) {
     ckrt_dptr DX = P(dx), DY = P(dy), X = P(x);
-    return LAUNCH("unary_grad", n, &op, &DX, &DY, &X, &alpha, &lo, &hi);
+    return g_unary_grad(c, n, &op, &DX, &DY, &X, &alpha, &beta, &lo, &hi);
 }
 
 static int cu_softmax_grad(ckrt_ctx *c, int log_sm, float *dx, const float *dy, const float *y, int64_t outer, int64_t len,
                            int64_t inner) {
     ckrt_dptr DX = P(dx), DY = P(dy), Y = P(y);
-    return LAUNCH("softmax_grad", outer * inner, &log_sm, &DX, &DY, &Y, &len, &inner);
+    return g_softmax_grad(c, outer * inner, &log_sm, &DX, &DY, &Y, &len, &inner);
 }
 
 static int cu_layer_norm_grad(ckrt_ctx *c, float *dx, float *dscale, float *dbias, const float *dy, const float *x,
                               const float *scale, const float *mean, const float *inv_std, int64_t rows, int64_t cols) {
     ckrt_dptr DX = P(dx), DS = P(dscale), DB = P(dbias), DY = P(dy), X = P(x), S = P(scale), M = P(mean), I = P(inv_std);
-    if (dx) CKRT_TRY(LAUNCH("layer_norm_grad_row", rows, &DX, &DY, &X, &S, &M, &I, &cols));
-    if (dscale || dbias) CKRT_TRY(LAUNCH("layer_norm_grad_col", cols, &DS, &DB, &DY, &X, &M, &I, &rows, &cols));
+    if (dx) CKRT_TRY(g_layer_norm_grad_row(c, rows, &DX, &DY, &X, &S, &M, &I, &cols));
+    if (dscale || dbias) CKRT_TRY(g_layer_norm_grad_col(c, cols, &DS, &DB, &DY, &X, &M, &I, &rows, &cols));
     return CKRT_OK;
 }
 
 static int cu_batch_norm_grad(ckrt_ctx *c, float *dx, float *dscale, float *dbias, const float *dy, const float *x,
                               const float *scale, const float *mean, const float *inv_std, int64_t N, int64_t C, int64_t S) {
     ckrt_dptr DX = P(dx), DS = P(dscale), DB = P(dbias), DY = P(dy), X = P(x), SC = P(scale), M = P(mean), I = P(inv_std);
-    return LAUNCH("batch_norm_grad", C, &DX, &DS, &DB, &DY, &X, &SC, &M, &I, &N, &C, &S);
+    return g_batch_norm_grad(c, C, &DX, &DS, &DB, &DY, &X, &SC, &M, &I, &N, &C, &S);
 }
 
 static int cu_batch_norm_apply(ckrt_ctx *c, float *y, const float *x, const float *scale, const float *bias, const float *mean,
                                const float *inv_std, int64_t N, int64_t C, int64_t S) {
     ckrt_dptr Y = P(y), X = P(x), SC = P(scale), B = P(bias), M = P(mean), I = P(inv_std);
-    return LAUNCH("batch_norm_apply", N * C * S, &Y, &X, &SC, &B, &M, &I, &C, &S);
+    return g_batch_norm_apply(c, N * C * S, &Y, &X, &SC, &B, &M, &I, &C, &S);
 }
 
 static int cu_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float wd) {
     ckrt_dptr Pp = P(p), G = P(g), B = P(buf);
-    return LAUNCH("sgd", n, &Pp, &G, &B, &lr, &momentum, &wd);
+    return g_sgd(c, n, &Pp, &G, &B, &lr, &momentum, &wd);
 }
 
 static int cu_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps,
@@ -475,7 +469,7 @@ static int cu_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, i
     /* the bias corrections exactly as the CPU computes them */
     float bc1 = (float)(1.0 - pow((double)b1, (double)c->step)), bc2 = (float)(1.0 - pow((double)b2, (double)c->step));
     ckrt_dptr Pp = P(p), G = P(g), M = P(m), V = P(v);
-    return LAUNCH("adamw", n, &Pp, &G, &M, &V, &lr, &b1, &b2, &eps, &wd, &bc1, &bc2);
+    return g_adamw(c, n, &Pp, &G, &M, &V, &lr, &b1, &b2, &eps, &wd, &bc1, &bc2);
 }
 
 static int cu_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w, float *ws, int nsp, int64_t N, int64_t C,
@@ -495,7 +489,7 @@ static int cu_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const flo
             /* col (R, out_n) = w_g^T (R, Mg) @ dy_g (Mg, out_n) */
             CKRT_TRY(row_gemm(c, 1, 0, R, g.out_n, Mg, 1.0f, W + 4 * (ckrt_dptr)(gi * Mg * R), 0, dyg, 0, 0.0f, col, 0, 1));
             if (!g.direct)
-                CKRT_TRY(LAUNCH("col2im", Cg * g.in_n, &dxg, &col, &nsp, &g.in_sp, &g.out_sp, &g.k, &g.st, &g.pb, &g.dl));
+                CKRT_TRY(g_col2im(c, Cg * g.in_n, &dxg, &col, &nsp, &g.in_sp, &g.out_sp, &g.k, &g.st, &g.pb, &g.dl));
         }
     return CKRT_OK;
 }
@@ -533,7 +527,7 @@ static int cu_pool_grad(ckrt_ctx *c, int kind, float *dx, const float *dy, const
     CKRT_TRY(geom(c, nsp, in_sp, out_sp, k, strides, pads_begin, pads_end, dilations, &g));
     ckrt_dptr DX = P(dx), DY = P(dy), X = P(x);
     int kk = kind == CKRT_POOL_MAX ? 0 : 1;
-    return LAUNCH("pool_grad", N * C * g.in_n, &kk, &DX, &DY, &X, &nsp, &g.in_sp, &g.out_sp, &g.k, &g.st, &g.pb, &g.pe, &g.dl,
+    return g_pool_grad(c, N * C * g.in_n, &kk, &DX, &DY, &X, &nsp, &g.in_sp, &g.out_sp, &g.k, &g.st, &g.pb, &g.pe, &g.dl,
                   &count_include_pad);
 }
 
@@ -542,7 +536,7 @@ static int cu_gather_grad(ckrt_ctx *c, float *dx, const float *dy, const void *i
     CKRT_TRY(check_indices(c, idx, idx_dt, n_idx, len));
     ckrt_dptr DX = P(dx), DY = P(dy), I = P(idx);
     int i64 = idx_dt == CKRT_I64;
-    return LAUNCH("gather_grad", outer * inner, &DX, &DY, &I, &i64, &len, &inner, &n_idx);
+    return g_gather_grad(c, outer * inner, &DX, &DY, &I, &i64, &len, &inner, &n_idx);
 }
 
 static int cu_slice_grad(ckrt_ctx *c, size_t esz, void *dx, const void *dy, int rank, const int64_t *dy_dims,
@@ -553,7 +547,7 @@ static int cu_slice_grad(ckrt_ctx *c, size_t esz, void *dx, const void *dy, int 
     ckrt_dptr DX = P(dx), DY = P(dy);
     int e = (int)esz;
     CKRT_TRY(ckrt_cu_memset0(c, DX, (int64_t)esz * dx_n));
-    return LAUNCH("slice_grad", prod(rank, dy_dims), &e, &DX, &DY, &rank, &D, &S, &base);
+    return g_slice_grad(c, prod(rank, dy_dims), &e, &DX, &DY, &rank, &D, &S, &base);
 }
 
 /* Only on the rerun after a non-finite loss: the values are read back and checked here. */
@@ -571,13 +565,13 @@ static int cu_check_finite(ckrt_ctx *c, const float *x, int64_t n) {
 static int cu_rank_mean(ckrt_ctx *c, float *out, const float *recv, int64_t count, int ranks) {
     if (count <= 0) return CKRT_OK;
     ckrt_dptr O = P(out), R = P(recv);
-    return LAUNCH("rank_mean", count, &O, &R, &count, &ranks);
+    return g_rank_mean(c, count, &O, &R, &count, &ranks);
 }
 
 static int cu_copy_f32(ckrt_ctx *c, float *dst, const float *src, int64_t n) {
     if (n <= 0) return CKRT_OK;
     ckrt_dptr Y = P(dst), X = P(src);
-    return LAUNCH("copy_f32", n, &Y, &X);
+    return g_copy_f32(c, n, &Y, &X);
 }
 
 const ckrt_device_ops ckrt_cuda_ops = {

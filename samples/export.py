@@ -92,6 +92,22 @@ class ResidualMLP(nn.Module):
         return self.head(x)                    # (B, 10)
 
 
+class HardMLP(nn.Module):
+    """MobileNetV3's activations on an MLP: fc1 -> Hardswish, a squeeze-excite style gate
+    (gate -> Hardsigmoid, multiplied in), then the head. Exports HardSwish and HardSigmoid
+    (alpha 1/6, PyTorch's definition; ONNX's default is 0.2)."""
+
+    def __init__(self, d_in=32, hidden=64, n_classes=10):
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, hidden)
+        self.gate = nn.Linear(hidden, hidden)
+        self.head = nn.Linear(hidden, n_classes)
+
+    def forward(self, x):                      # x: (B, 32)
+        h = F.hardswish(self.fc1(x) * 4.0)     # scaled so the values reach both flat parts
+        return self.head(h * F.hardsigmoid(self.gate(h) * 4.0))
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention written out by hand (one fused qkv projection)."""
 
@@ -269,6 +285,11 @@ SAMPLES = [
          outputs=["logits"], dynamic_axes=None, dims={},
          labels=lambda g, ex: torch.randint(0, 10, (2,), generator=g), sgd=False,
          fd_params=["conv1.weight", "layer2.0.bn1.weight"]),
+    dict(name="hardmlp", model=lambda: HardMLP(),
+         inputs=["x"], example=lambda g: [torch.randn(8, 32, generator=g)],
+         outputs=["logits"], dynamic_axes=None, dims={},
+         labels=lambda g, ex: torch.randint(0, 10, (8,), generator=g), sgd=True,
+         fd_params=["fc1.weight", "gate.bias"]),
     dict(name="gpt_deep", model=lambda: GPT(n_layer=12),
          inputs=["idx"], example=lambda g: [tokens(g, (2, 16))],
          outputs=["logits"], dynamic_axes=None, dims={}),

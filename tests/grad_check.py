@@ -295,6 +295,12 @@ UNARY = {
     "Erf": (lambda c, s: c.normal(s), torch.erf, {}),
     "Gelu": (lambda c, s: c.normal(s, 1.5), lambda x: t_gelu(x, False), {}),
     "Gelu_tanh": (lambda c, s: c.normal(s, 1.5), lambda x: t_gelu(x, True), {"approximate": "tanh"}),
+    # HardSigmoid (ONNX defaults alpha 0.2, beta 0.5; kinks at -2.5, 2.5) and HardSwish (kinks at -3, 3):
+    # values on both flat parts and the slope, none near a kink
+    "HardSigmoid": (lambda c, s: c.avoid(s, [-2.5, 2.5], 0.2, 2.5), lambda x: torch.clamp(0.2 * x + 0.5, 0, 1), {}),
+    "HardSigmoid_alpha_beta": (lambda c, s: c.avoid(s, [-1.0, 1.5], 0.2, 2.0), lambda x: torch.clamp(0.4 * x + 0.4, 0, 1),
+                               {"alpha": 0.4, "beta": 0.4}),
+    "HardSwish": (lambda c, s: c.avoid(s, [-3.0, 3.0], 0.2, 3.0), F.hardswish, {}),
     "Identity": (lambda c, s: c.normal(s), lambda x: x, {}),
     "Cast": (lambda c, s: c.normal(s), lambda x: x, {"to": TensorProto.FLOAT}),
 }

@@ -69,8 +69,9 @@ def ops_def_rows():
         text = f.read()
     rows = {}
     for m in re.finditer(r'^\s*CK_OP\(\s*\w+\s*,\s*"(\w+)"([^\n]*)', text, re.M):
+        # the columns after the name: ins (2), outs (2), flags, diff, infer, grad, then the kernel family
         cols = [c.strip() for c in m.group(2).rsplit(")", 1)[0].split(",")]
-        rows[m.group(1)] = cols[-2] if len(cols) >= 3 else ""
+        rows[m.group(1)] = cols[9] if len(cols) > 9 else ""
     return rows
 
 
