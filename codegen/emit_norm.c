@@ -61,15 +61,21 @@ static ck_status want_f32_inputs(ck_emit *e, const ck_node *n) {
     return CK_OK;
 }
 
+/* float32 inputs and the "axis" attribute (default -1) in range for the first input's rank. */
+static ck_status f32_axis(ck_emit *e, const ck_node *n, int64_t *axis) {
+    if (want_f32_inputs(e, n)) return CK_ERR_UNSUPPORTED;
+    if (!get_axis(n, -1, n->in[0]->rank, axis))
+        return ck_emit_unsupported(e, n, "axis %lld is out of range for rank %d", (long long)ck_attr_int(n, "axis", -1),
+                                   n->in[0]->rank);
+    return CK_OK;
+}
+
 /* ---------------------------------------------------------------- softmax */
 
 ck_status ck_emit_softmax(ck_emit *e, const ck_node *n) {
     const ck_value *x = n->in[0];
-    if (want_f32_inputs(e, n)) return CK_ERR_UNSUPPORTED;
     int64_t axis;
-    if (!get_axis(n, -1, x->rank, &axis))
-        return ck_emit_unsupported(e, n, "axis %lld is out of range for rank %d", (long long)ck_attr_int(n, "axis", -1),
-                                   x->rank);
+    if (f32_axis(e, n, &axis)) return CK_ERR_UNSUPPORTED;
     ck_emit_call(e, "softmax");
     ck_emit_printf(e, ", %d, ", n->op == CK_OP_LOG_SOFTMAX);
     ck_emit_ptr(e, n->out[0], false);
@@ -84,11 +90,8 @@ ck_status ck_emit_softmax(ck_emit *e, const ck_node *n) {
 
 ck_status ck_emit_layer_norm(ck_emit *e, const ck_node *n) {
     const ck_value *x = n->in[0];
-    if (want_f32_inputs(e, n)) return CK_ERR_UNSUPPORTED;
     int64_t axis;
-    if (!get_axis(n, -1, x->rank, &axis))
-        return ck_emit_unsupported(e, n, "axis %lld is out of range for rank %d", (long long)ck_attr_int(n, "axis", -1),
-                                   x->rank);
+    if (f32_axis(e, n, &axis)) return CK_ERR_UNSUPPORTED;
     int64_t stash = ck_attr_int(n, "stash_type", 1);
     if (stash != 1)
         return ck_emit_unsupported(e, n, "stash_type %lld is not supported (ckptc computes in double and stashes "

@@ -131,6 +131,9 @@ int ckrt_split(ckrt_ctx *c, size_t esz, int n, void *const *ys, const int64_t *l
  * out of range is an error naming the node) -> y: (outer, n_idx, inner). */
 int ckrt_gather(ckrt_ctx *c, size_t esz, void *y, const void *x, const void *idx, ckrt_dtype idx_dt, int64_t outer,
                 int64_t len, int64_t inner, int64_t n_idx);
+/* Gather's and its gradient's index check (host memory): fails naming the first index outside
+ * [-len, len) and its position. */
+int ckrt_gather_check(ckrt_ctx *c, const void *idx, ckrt_dtype idx_dt, int64_t len, int64_t n_idx);
 
 /* x, y: (batch, rows, cols); keeps the upper (j - i >= k) or lower (j - i <= k) triangle. */
 int ckrt_trilu(ckrt_ctx *c, size_t esz, void *y, const void *x, int64_t batch, int64_t rows, int64_t cols, int64_t k,

@@ -172,14 +172,23 @@ fail:
     return rc;
 }
 
-int ckrt_npy_read(ckrt_ctx *c, const char *path, ckrt_array *out) {
+/* path opened and its header read: *f stays open on success (closed on failure). */
+static int npy_open(ckrt_ctx *c, const char *path, ckrt_array *out, FILE **f, long *at, size_t *bytes) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return ckrt_fail(c, CKRT_ERR_USAGE, "cannot open '%s': %s", path, strerror(errno));
+    *f = fopen(path, "rb");
+    if (!*f) return ckrt_fail(c, CKRT_ERR_USAGE, "cannot open '%s': %s", path, strerror(errno));
+    int rc = npy_header(c, *f, path, out, at, bytes);
+    if (rc) fclose(*f);
+    return rc;
+}
+
+int ckrt_npy_read(ckrt_ctx *c, const char *path, ckrt_array *out) {
+    FILE *f;
     long at;
     size_t bytes;
-    int rc = npy_header(c, f, path, out, &at, &bytes);
-    if (!rc && !(out->data = malloc(bytes ? bytes : 1))) rc = ckrt_fail(c, CKRT_ERR_NOMEM, "'%s': cannot allocate %zu bytes", path, bytes);
+    CKRT_TRY(npy_open(c, path, out, &f, &at, &bytes));
+    int rc = CKRT_OK;
+    if (!(out->data = malloc(bytes ? bytes : 1))) rc = ckrt_fail(c, CKRT_ERR_NOMEM, "'%s': cannot allocate %zu bytes", path, bytes);
     if (!rc && fread(out->data, 1, bytes, f) != bytes) {
         rc = ckrt_fail(c, CKRT_ERR_USAGE, "'%s' is truncated: %zu data bytes expected", path, bytes);
         free(out->data);
@@ -191,13 +200,13 @@ int ckrt_npy_read(ckrt_ctx *c, const char *path, ckrt_array *out) {
 
 int ckrt_npy_map(ckrt_ctx *c, const char *path, ckrt_npy_mapping *m) {
     memset(m, 0, sizeof *m);
-    FILE *f = fopen(path, "rb");
-    if (!f) return ckrt_fail(c, CKRT_ERR_USAGE, "cannot open '%s': %s", path, strerror(errno));
+    FILE *f;
     long at;
     size_t bytes;
     struct stat st;
-    int rc = npy_header(c, f, path, &m->a, &at, &bytes);
-    if (!rc && (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size < (uint64_t)at + bytes))
+    CKRT_TRY(npy_open(c, path, &m->a, &f, &at, &bytes));
+    int rc = CKRT_OK;
+    if ((fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size < (uint64_t)at + bytes))
         rc = ckrt_fail(c, CKRT_ERR_USAGE, "'%s' is truncated: %zu data bytes expected after its %ld-byte header", path, bytes, at);
     if (!rc) {
         m->bytes = (size_t)at + bytes;

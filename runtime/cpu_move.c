@@ -86,8 +86,7 @@ int ckrt_split(ckrt_ctx *c, size_t esz, int n, void *const *ys, const int64_t *l
     return CKRT_OK;
 }
 
-int ckrt_gather(ckrt_ctx *c, size_t esz, void *y, const void *x, const void *idx, ckrt_dtype idx_dt, int64_t outer,
-                int64_t len, int64_t inner, int64_t n_idx) {
+int ckrt_gather_check(ckrt_ctx *c, const void *idx, ckrt_dtype idx_dt, int64_t len, int64_t n_idx) {
     if (idx_dt != CKRT_I64 && idx_dt != CKRT_I32)
         return ckrt_fail(c, CKRT_ERR_INTERNAL, "Gather indices of dtype %s", ckrt_dtype_name(idx_dt));
     int i64 = idx_dt == CKRT_I64;
@@ -97,6 +96,13 @@ int ckrt_gather(ckrt_ctx *c, size_t esz, void *y, const void *x, const void *idx
             return ckrt_fail(c, CKRT_ERR_DATA, "Gather index %lld (position %lld of the indices) is out of range [%lld, %lld)",
                              v, (long long)j, -(long long)len, (long long)len);
         }
+    return CKRT_OK;
+}
+
+int ckrt_gather(ckrt_ctx *c, size_t esz, void *y, const void *x, const void *idx, ckrt_dtype idx_dt, int64_t outer,
+                int64_t len, int64_t inner, int64_t n_idx) {
+    CKRT_TRY(ckrt_gather_check(c, idx, idx_dt, len, n_idx));
+    int i64 = idx_dt == CKRT_I64;
     size_t bytes = (size_t)inner * esz;
     if (!bytes) return CKRT_OK;
     for (int64_t r = 0; r < outer * n_idx; r++) {

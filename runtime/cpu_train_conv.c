@@ -30,6 +30,15 @@ static int direct_conv(int nsp, const int64_t *in_sp, const int64_t *out_sp, con
     return 1;
 }
 
+/* The window geometry both gradients walk; direct: a 1x1-like conv whose columns are the image. */
+static int grad_geometry(ckrt_ctx *c, const float *ws, int nsp, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
+                         const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations, ck_conv_geom *geom, int *direct) {
+    *direct = direct_conv(nsp, in_sp, out_sp, k, pads_begin);
+    if (!*direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv gradient needs a workspace but none was planned");
+    ck_conv_geom_init(geom, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
+    return CKRT_OK;
+}
+
 int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w, float *ws, int nsp, int64_t N, int64_t C,
                          int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
                          const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
@@ -40,10 +49,9 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
         memset(dx, 0, sizeof(float) * (size_t)(N * C * in_n));
         return CKRT_OK;
     }
-    int direct = direct_conv(nsp, in_sp, out_sp, k, pads_begin);
-    if (!direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv gradient needs a workspace but none was planned");
+    int direct;
     ck_conv_geom geom;
-    ck_conv_geom_init(&geom, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
+    CKRT_TRY(grad_geometry(c, ws, nsp, in_sp, out_sp, k, strides, pads_begin, dilations, &geom, &direct));
     for (int64_t n = 0; n < N; n++) {
         for (int64_t g = 0; g < group; g++) {
             float *dxg = dx + (n * C + g * Cg) * in_n;
@@ -68,10 +76,9 @@ int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *
         memset(dw, 0, sizeof(float) * (size_t)(M * R));
         return CKRT_OK;
     }
-    int direct = direct_conv(nsp, in_sp, out_sp, k, pads_begin);
-    if (!direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv gradient needs a workspace but none was planned");
+    int direct;
     ck_conv_geom geom;
-    ck_conv_geom_init(&geom, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
+    CKRT_TRY(grad_geometry(c, ws, nsp, in_sp, out_sp, k, strides, pads_begin, dilations, &geom, &direct));
     for (int64_t n = 0; n < N; n++) {
         for (int64_t g = 0; g < group; g++) {
             const float *img = x + (n * C + g * Cg) * in_n, *dyg = dy + (n * M + g * Mg) * out_n, *col = img;

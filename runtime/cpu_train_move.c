@@ -12,15 +12,8 @@
 
 int ckrt_gather_grad(ckrt_ctx *c, float *dx, const float *dy, const void *idx, ckrt_dtype idx_dt, int64_t outer, int64_t len,
                      int64_t inner, int64_t n_idx) {
-    if (idx_dt != CKRT_I64 && idx_dt != CKRT_I32)
-        return ckrt_fail(c, CKRT_ERR_INTERNAL, "Gather indices of dtype %s", ckrt_dtype_name(idx_dt));
+    CKRT_TRY(ckrt_gather_check(c, idx, idx_dt, len, n_idx));
     int i64 = idx_dt == CKRT_I64;
-    for (int64_t j = 0; j < n_idx; j++)
-        if (ck_k_gather_index(idx, i64, j, len) < 0) {
-            long long v = i64 ? (long long)((const int64_t *)idx)[j] : (long long)((const int32_t *)idx)[j];
-            return ckrt_fail(c, CKRT_ERR_DATA, "Gather index %lld (position %lld of the indices) is out of range [%lld, %lld)",
-                             v, (long long)j, -(long long)len, (long long)len);
-        }
     for (int64_t o = 0; o < outer; o++) ck_k_gather_grad(o, 0, inner, dx, dy, idx, i64, len, inner, n_idx);
     return CKRT_OK;
 }
