@@ -51,6 +51,7 @@ enum {
     CKRT_ERR_DATA = 4,    /* corrupt weights, out-of-range index */
     CKRT_ERR_NOMEM = 5,
     CKRT_ERR_INTERNAL = 6,
+    CKRT_ERR_STOPPED = 7, /* SIGINT/SIGTERM: stopped after a step (ckrt_main) */
 };
 
 /* ---------------------------------------------------------------- dtypes (same order as ckptc's) */

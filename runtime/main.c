@@ -41,6 +41,7 @@ static int train_local(run *r, int64_t s) {
     r->lrs[s] = p->lr * (double)c->lr_scale;
     CKRT_TRY(p->forward(c));
     CKRT_TRY(c->be->synchronize(c));
+    ckrt_run_debug_kill("step", s + 1);
     c->node = NULL;
     float loss;
     CKRT_TRY(ckrt_arena_read(c, p->loss_offset, &loss, (int64_t)sizeof loss));
@@ -173,6 +174,19 @@ static int select_device(run *r) {
     return CKRT_OK;
 }
 
+/* After step s: the checkpoint --save-every asks for; on SIGINT/SIGTERM one (with --ckpt-dir),
+ * then a stop saying where it is. Data parallel: rank 0 writes, every rank stops. */
+static int after_step(run *r, int64_t s) {
+    int sig = ckrt_run_stop_signal();
+    bool save = r->ckpt_dir && ((r->save_every && (s + 1) % r->save_every == 0) || sig);
+    int rc = save && ckrt_dp_writes(r->dp) ? ckrt_run_save_ckpt(r, s + 1) : CKRT_OK;
+    if (rc || !sig) return rc; /* signals are caught only with --ckpt-dir */
+    fflush(stdout);
+    r->c.node = NULL;
+    return ckrt_fail(&r->c, CKRT_ERR_STOPPED, "stopped by signal %d after step %lld; checkpoint %s/ckpt-%lld.bin (continue with --resume %s)",
+                     sig, (long long)(s + 1), r->ckpt_dir, (long long)(s + 1), r->ckpt_dir);
+}
+
 static int run_program(run *r, int argc, char **argv) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
@@ -193,6 +207,7 @@ static int run_program(run *r, int argc, char **argv) {
     if (!(rc = ckrt_run_load_weights(r))) {
         rc = ckrt_arena_fill(c, p->weights_bytes, p->static_bytes - p->weights_bytes, 0); /* optimizer state */
         if (!rc) rc = ckrt_run_load_inputs(r);
+        if (!rc && r->resume) rc = ckrt_run_resume(r); /* the static region as it was after its step */
     }
     if (r->dp) { /* every rank checked its weights and inputs: stop all if one failed; same weights everywhere */
         rc = ckrt_dp_agree(r->dp, c, rc);
@@ -200,11 +215,13 @@ static int run_program(run *r, int argc, char **argv) {
     }
     if (!rc) {
         fputs(r->device_line, stdout);
+        fputs(r->resume_line, stdout);
         /* the dynamic region and the guard zone, to a multiple of 8 bytes (static_bytes is aligned) */
         int64_t paint_end = p->static_bytes + (p->arena_bytes + GUARD_BYTES - p->static_bytes) / 8 * 8;
         rc = ckrt_arena_fill(c, p->static_bytes, paint_end - p->static_bytes, CANARY_BYTE);
         double t_start = ckrt_run_now();
-        for (int64_t s = 0; !rc && s < r->steps; s++) {
+        if (r->ckpt_dir) ckrt_run_catch_signals();
+        for (int64_t s = r->first_step; !rc && s < r->steps; s++) {
             double t0 = ckrt_run_now();
             rc = ckrt_run_feed(r, s); /* --data: this step's batch */
             if (!rc && training(r)) {
@@ -216,7 +233,7 @@ static int run_program(run *r, int argc, char **argv) {
             }
             rc = ckrt_run_data_context(r, s, rc);
             r->step_seconds[s] = ckrt_run_now() - t0;
-            if (s == 0 && !rc) { /* the high-water mark of one whole step, measured before reuse hides it */
+            if (s == r->first_step && !rc) { /* the high-water mark of one whole step, measured before reuse hides it */
                 c->node = NULL;
                 int64_t top = 0;
                 rc = ckrt_arena_top(c, p->static_bytes, paint_end, CANARY_BYTE, &top);
@@ -235,6 +252,7 @@ static int run_program(run *r, int argc, char **argv) {
                                            el / (double)(s + 1) * (double)(r->steps - s - 1));
                 printf("\n");
             }
+            if (!rc && training(r)) rc = after_step(r, s);
         }
         c->node = NULL;
         bool steps_ok = rc == CKRT_OK;

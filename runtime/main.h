@@ -44,6 +44,10 @@ typedef struct run {
     int64_t epochs;                /* --epochs; 0: not given (one epoch) */
     int64_t n_samples, batch, batches_per_epoch, epoch, first_step;
     int64_t *order;                /* this epoch's sample order */
+    /* checkpoints (main_ckpt.c) */
+    int64_t save_every, keep;      /* --save-every N (0: never), --keep K newest (default 3) */
+    const char *ckpt_dir, *resume; /* --ckpt-dir, --resume */
+    char resume_line[4200];        /* "resumed from ...", printed after the device line */
     unsigned char *gather;         /* one input's batch, gathered when its rows are not contiguous */
 } run;
 
@@ -72,6 +76,14 @@ void ckrt_run_close_data(run *r);
 /* main_flags.c: the LR schedule's factor for step s (0-based) of r->steps: lr_s = p->lr x it */
 enum { LR_CONSTANT, LR_LINEAR, LR_COSINE };
 float ckrt_run_lr_scale(const run *r, int64_t s);
+
+/* main_ckpt.c: the checkpoint after `step` steps; --resume (sets first_step); SIGINT/SIGTERM
+ * noted (ckrt_run_stop_signal: the signal, 0 if none); the tests' CKRT_DEBUG_KILL */
+int ckrt_run_save_ckpt(run *r, int64_t step);
+int ckrt_run_resume(run *r);
+void ckrt_run_catch_signals(void);
+int ckrt_run_stop_signal(void);
+void ckrt_run_debug_kill(const char *what, int64_t step);
 
 /* main_report.c */
 void ckrt_run_print_summary(const run *r);

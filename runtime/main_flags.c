@@ -39,6 +39,10 @@ static const char *usage_train =
     "                         over the run's steps (after the warmup)\n"
     "  --warmup N             the first N steps ramp the learning rate up: lr x (s + 1) / N at step s\n"
     "  --min-lr X             where linear and cosine end (default 0)\n"
+    "  --save-every N         a checkpoint every N steps in --ckpt-dir DIR (DIR/ckpt-STEP.bin, the newest\n"
+    "                         --keep K kept, default 3); SIGINT/SIGTERM write one after the step and stop\n"
+    "  --resume DIR           continue from DIR's newest valid checkpoint (same flags: the same bits as a\n"
+    "                         run never stopped)\n"
     "  --seed S               seed for inputs not given and for dropout (default 0)\n"
     "  --dump-grads DIR       gradients of the last step, each as its update reads it: DIR/PARAM.npy\n"
     "  --dump-params DIR      parameters and buffers after training: DIR/NAME.npy\n"
@@ -73,6 +77,8 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         {"device", required_argument, 0, 'D'}, {"tf32", no_argument, 0, 'F'},
         {"lr-schedule", required_argument, 0, 'L'}, {"warmup", required_argument, 0, 'U'},
         {"min-lr", required_argument, 0, 'm'},
+        {"save-every", required_argument, 0, 'K'}, {"ckpt-dir", required_argument, 0, 'C'},
+        {"keep", required_argument, 0, 'k'},   {"resume", required_argument, 0, 'R'},
         {"data", required_argument, 0, 'd'},   {"epochs", required_argument, 0, 'E'},      {"shuffle", no_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     ckrt_ctx *c = &r->c;
@@ -81,7 +87,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         const char *opt = argv[optind - 1];
         bool train_only = ch == 'n' || ch == 'g' || ch == 'p' || ch == 'W' || ch == 'A' || ch == 'T' || ch == 'E' || ch == 'S' ||
-                          ch == 'L' || ch == 'U' || ch == 'm';
+                          ch == 'L' || ch == 'U' || ch == 'm' || ch == 'K' || ch == 'C' || ch == 'k' || ch == 'R';
         if (train_only && !training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "%s: this is an inference program (see --help)", opt);
         if (ch == 'o' && training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "--dump-outputs: a training program's output is its loss; see --report");
         switch (ch) {
@@ -121,6 +127,20 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
             break;
         }
         case 'S': r->shuffle = 1; break;
+        case 'K': {
+            uint64_t v = 0;
+            CKRT_TRY(parse_u64(c, "--save-every", optarg, &v, 1));
+            r->save_every = (int64_t)(v < 100000000 ? v : 100000000);
+            break;
+        }
+        case 'k': {
+            uint64_t v = 0;
+            CKRT_TRY(parse_u64(c, "--keep", optarg, &v, 1));
+            r->keep = (int64_t)(v < 1000000 ? v : 1000000);
+            break;
+        }
+        case 'C': r->ckpt_dir = optarg; break;
+        case 'R': r->resume = optarg; break;
         case 'L': {
             static const char *const names[] = {"constant", "linear", "cosine"};
             r->schedule = -1;
@@ -177,6 +197,8 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         }
     }
     if (optind < argc) return ckrt_fail(c, CKRT_ERR_USAGE, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (r->save_every && !r->ckpt_dir) return ckrt_fail(c, CKRT_ERR_USAGE, "--save-every needs --ckpt-dir DIR");
+    if (!r->keep) r->keep = 3;
     if (r->min_lr_given && r->schedule == LR_CONSTANT)
         return ckrt_fail(c, CKRT_ERR_USAGE, "--min-lr: only --lr-schedule linear or cosine decay to it");
     if (r->min_lr_given && r->min_lr > r->p->lr)

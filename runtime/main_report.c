@@ -34,13 +34,13 @@ static int cmp_double(const void *a, const void *b) {
 
 /* Median step time; the first step (cold caches, page faults) is left out when there are more. */
 static double median_ms(const run *r) {
-    int64_t n = r->steps > 1 ? r->steps - 1 : r->steps;
+    int64_t ran = r->steps - r->first_step, n = ran > 1 ? ran - 1 : ran; /* the first step run is a warm-up */
     double *t = malloc(sizeof(double) * (size_t)(n ? n : 1));
     if (!t || n == 0) {
         free(t);
         return 0;
     }
-    memcpy(t, r->step_seconds + (r->steps > 1), sizeof(double) * (size_t)n);
+    memcpy(t, r->step_seconds + r->first_step + (ran > 1), sizeof(double) * (size_t)n);
     qsort(t, (size_t)n, sizeof *t, cmp_double);
     double m = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
     free(t);
@@ -69,7 +69,8 @@ void ckrt_run_print_summary(const run *r) {
                (long long)ds.host_staging_bytes);
         printf("  %-20s %12s\n", "kernels", ds.cache_hit ? "from the cache" : "compiled by NVRTC");
     }
-    if (training(r) && r->steps > 0) printf("  %-20s %12.6f -> %.6f\n", "loss", r->losses[0], r->losses[r->steps - 1]);
+    if (training(r) && r->steps > r->first_step)
+        printf("  %-20s %12.6f -> %.6f\n", "loss", r->losses[r->first_step], r->losses[r->steps - 1]);
 }
 
 int ckrt_run_write_report(run *r) {
@@ -101,6 +102,7 @@ int ckrt_run_write_report(run *r) {
     for (int k = 0; k < CKRT_MEM_COUNT; k++) fprintf(f, "%s\"%s\": %lld", k ? ", " : "", cat[k], (long long)p->planned_bytes[k]);
     fprintf(f, "},\n  \"static_bytes\": %lld,\n  \"seed\": %llu,\n  \"steps\": %lld,\n", (long long)p->static_bytes,
             (unsigned long long)r->seed, (long long)r->steps);
+    if (r->first_step) fprintf(f, "  \"first_step\": %lld,\n", (long long)r->first_step); /* --resume: the steps before are not here */
     if (p->report_json && *p->report_json) fprintf(f, "  %s,\n", p->report_json);
     if (p->n_timeline) {
         fprintf(f, "  \"timeline\": {\"backward_step\": %d, \"update_step\": %d, \"recompute_steps\": [", p->backward_step,
@@ -113,7 +115,7 @@ int ckrt_run_write_report(run *r) {
     if (r->dp) ckrt_dp_report_json(r->dp, f);
     fprintf(f, "  \"step_time_ms\": %.4f,\n", median_ms(r));
     fprintf(f, "  \"step_seconds\": [");
-    for (int64_t i = 0; i < r->steps; i++) fprintf(f, "%s%.6f", i ? ", " : "", r->step_seconds[i]);
+    for (int64_t i = r->first_step; i < r->steps; i++) fprintf(f, "%s%.6f", i > r->first_step ? ", " : "", r->step_seconds[i]);
     fprintf(f, "],\n");
     if (r->n_data) {
         fprintf(f, "  \"data\": {\"samples\": %lld, \"batch\": %lld, \"batches_per_epoch\": %lld, \"epochs\": %lld, "
@@ -127,10 +129,10 @@ int ckrt_run_write_report(run *r) {
     }
     if (training(r)) {
         fprintf(f, "  \"lrs\": [");
-        for (int64_t i = 0; i < r->steps; i++) fprintf(f, "%s%.9g", i ? ", " : "", r->lrs[i]);
+        for (int64_t i = r->first_step; i < r->steps; i++) fprintf(f, "%s%.9g", i > r->first_step ? ", " : "", r->lrs[i]);
         fprintf(f, "],\n");
         fprintf(f, "  \"losses\": [");
-        for (int64_t i = 0; i < r->steps; i++) fprintf(f, "%s%.9g", i ? ", " : "", r->losses[i]);
+        for (int64_t i = r->first_step; i < r->steps; i++) fprintf(f, "%s%.9g", i > r->first_step ? ", " : "", r->losses[i]);
         fprintf(f, "],\n");
     }
     fprintf(f, "  \"inputs\": {");
