@@ -221,6 +221,8 @@ static int run_program(run *r, int argc, char **argv) {
         rc = ckrt_arena_fill(c, p->static_bytes, paint_end - p->static_bytes, CANARY_BYTE);
         double t_start = ckrt_run_now();
         if (r->ckpt_dir) ckrt_run_catch_signals();
+        if (r->metrics && ckrt_dp_writes(r->dp) && !(r->metrics_f = fopen(r->metrics, r->resume ? "a" : "w")))
+            rc = ckrt_fail(c, CKRT_ERR_IO, "cannot write '%s': %s", r->metrics, strerror(errno));
         for (int64_t s = r->first_step; !rc && s < r->steps; s++) {
             double t0 = ckrt_run_now();
             rc = ckrt_run_feed(r, s); /* --data: this step's batch */
@@ -252,6 +254,7 @@ static int run_program(run *r, int argc, char **argv) {
                                            el / (double)(s + 1) * (double)(r->steps - s - 1));
                 printf("\n");
             }
+            if (!rc && training(r)) rc = ckrt_run_metrics_line(r, s);
             if (!rc && training(r)) rc = after_step(r, s);
         }
         c->node = NULL;
@@ -280,6 +283,7 @@ static int run_program(run *r, int argc, char **argv) {
                    r->steps == 1 ? "" : "s", (long long)p->arena_bytes, (long long)r->measured);
     }
     ckrt_run_close_data(r);
+    if (r->metrics_f) fclose(r->metrics_f);
     ckrt_run_free_grad_dump(r);
     c->be->arena_free(c, c->arena);
     c->arena = NULL;

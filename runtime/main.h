@@ -47,7 +47,9 @@ typedef struct run {
     /* checkpoints (main_ckpt.c) */
     int64_t save_every, keep;      /* --save-every N (0: never), --keep K newest (default 3) */
     const char *ckpt_dir, *resume; /* --ckpt-dir, --resume */
-    char resume_line[4200];        /* "resumed from ...", printed after the device line */
+    char resume_line[4200];
+    const char *metrics;           /* --metrics FILE.jsonl */
+    FILE *metrics_f;        /* "resumed from ...", printed after the device line */
     unsigned char *gather;         /* one input's batch, gathered when its rows are not contiguous */
 } run;
 
@@ -86,6 +88,7 @@ int ckrt_run_stop_signal(void);
 void ckrt_run_debug_kill(const char *what, int64_t step);
 
 /* main_report.c */
+int ckrt_run_metrics_line(run *r, int64_t s); /* --metrics: step s's line */
 void ckrt_run_print_summary(const run *r);
 int ckrt_run_write_report(run *r);
 const char *ckrt_run_bytes_str(char *buf, size_t n, int64_t b); /* "N bytes (X.Y MiB)" */

@@ -41,6 +41,7 @@ static const char *usage_train =
     "  --min-lr X             where linear and cosine end (default 0)\n"
     "  --save-every N         a checkpoint every N steps in --ckpt-dir DIR (DIR/ckpt-STEP.bin, the newest\n"
     "                         --keep K kept, default 3); SIGINT/SIGTERM write one after the step and stop\n"
+    "  --metrics FILE.jsonl   one JSON line per step: step, epoch, loss, lr, step_ms, samples_per_s\n"
     "  --resume DIR           continue from DIR's newest valid checkpoint (same flags: the same bits as a\n"
     "                         run never stopped)\n"
     "  --seed S               seed for inputs not given and for dropout (default 0)\n"
@@ -78,6 +79,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         {"lr-schedule", required_argument, 0, 'L'}, {"warmup", required_argument, 0, 'U'},
         {"min-lr", required_argument, 0, 'm'},
         {"save-every", required_argument, 0, 'K'}, {"ckpt-dir", required_argument, 0, 'C'},
+        {"metrics", required_argument, 0, 'j'},
         {"keep", required_argument, 0, 'k'},   {"resume", required_argument, 0, 'R'},
         {"data", required_argument, 0, 'd'},   {"epochs", required_argument, 0, 'E'},      {"shuffle", no_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
@@ -87,7 +89,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         const char *opt = argv[optind - 1];
         bool train_only = ch == 'n' || ch == 'g' || ch == 'p' || ch == 'W' || ch == 'A' || ch == 'T' || ch == 'E' || ch == 'S' ||
-                          ch == 'L' || ch == 'U' || ch == 'm' || ch == 'K' || ch == 'C' || ch == 'k' || ch == 'R';
+                          ch == 'L' || ch == 'U' || ch == 'm' || ch == 'K' || ch == 'C' || ch == 'k' || ch == 'R' || ch == 'j';
         if (train_only && !training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "%s: this is an inference program (see --help)", opt);
         if (ch == 'o' && training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "--dump-outputs: a training program's output is its loss; see --report");
         switch (ch) {
@@ -140,6 +142,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
             break;
         }
         case 'C': r->ckpt_dir = optarg; break;
+        case 'j': r->metrics = optarg; break;
         case 'R': r->resume = optarg; break;
         case 'L': {
             static const char *const names[] = {"constant", "linear", "cosine"};

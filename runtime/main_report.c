@@ -73,6 +73,21 @@ void ckrt_run_print_summary(const run *r) {
         printf("  %-20s %12.6f -> %.6f\n", "loss", r->losses[r->first_step], r->losses[r->steps - 1]);
 }
 
+/* One JSON object per line and step, flushed: a run that is stopped keeps its lines. */
+int ckrt_run_metrics_line(run *r, int64_t s) {
+    if (!r->metrics_f) return CKRT_OK;
+    double sec = r->step_seconds[s];
+    int ranks = r->dp ? ckrt_dp_size(r->dp) : 1;
+    int64_t batch = r->p->n_inputs && r->p->inputs[0].rank ? r->p->inputs[0].dims[0] * ranks : 0;
+    fprintf(r->metrics_f, "{\"step\": %lld, ", (long long)(s + 1));
+    if (r->n_data) fprintf(r->metrics_f, "\"epoch\": %lld, ", (long long)(r->epoch + 1));
+    fprintf(r->metrics_f, "\"loss\": %.9g, \"lr\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.1f}\n", r->losses[s], r->lrs[s],
+            sec * 1e3, sec > 0 ? (double)batch / sec : 0.0);
+    if (fflush(r->metrics_f) != 0 || ferror(r->metrics_f))
+        return ckrt_fail(&r->c, CKRT_ERR_IO, "cannot write '%s': %s", r->metrics, strerror(errno));
+    return CKRT_OK;
+}
+
 int ckrt_run_write_report(run *r) {
     const ckrt_program *p = r->p;
     char tmp[4200];

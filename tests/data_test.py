@@ -8,6 +8,7 @@
    8, --epochs 2: 3 batches an epoch (rows 0-7, 8-15, 16-23; the last partial batch dropped),
    6 steps. ckptc's 6 losses match PyTorch's over the same batches within 1e-5 relative, and the
    final parameters within 1e-5.
+   --metrics writes one JSON line per step (step, epoch, loss, lr).
 2. --steps caps the epochs' steps; the report says data/samples/batches.
 3. --shuffle: the same seed gives the same bits, another seed other losses, and the losses differ
    from the sequential run; an epoch of a shuffled run over exactly 3 batches (24 samples) sees
@@ -112,6 +113,12 @@ def main():
     d = rep.get("data", {})
     check("the report describes the data", d.get("samples") == 29 and d.get("batches_per_epoch") == 3 and d.get("epochs") == 2
           and rep["inputs"] == {"x": "data", "labels": "data"}, json.dumps(d))
+
+    p = run([sgd] + data + ["--epochs", "2", "--metrics", f"{WORK}/m.jsonl"])
+    lines = [json.loads(l) for l in open(f"{WORK}/m.jsonl")] if p.returncode == 0 else []
+    check("--metrics: one JSON line per step with its epoch, loss and lr",
+          [l["step"] for l in lines] == list(range(1, 7)) and [l["loss"] for l in lines] == got
+          and [l["epoch"] for l in lines] == [1, 1, 1, 2, 2, 2] and all(abs(l["lr"] - 0.1) < 1e-7 for l in lines), str(lines[:2]))
 
     # 2. --steps caps
     p = run([sgd] + data + ["--epochs", "2", "--steps", "4", "--report", f"{WORK}/cap.json"])
