@@ -39,7 +39,11 @@ typedef struct run {
     ckrt_dp *dp;                   /* data-parallel programs (ckptc --data-parallel); NULL otherwise */
     unsigned char *grad_block;     /* --dump-grads: the host copies of the last step's gradients */
     /* --data (main_data.c): datasets for inputs, N samples each, B (the input's batch axis) a step */
-    struct { int input; const char *path; ckrt_npy_mapping map; } data[64];
+    struct { int input; const char *path; ckrt_npy_mapping map; int shift; /* --tokens: 0 inputs, 1 labels; -1 a .npy */ } data[64];
+    const char *tokens;            /* --tokens FILE: raw token ids, --token-dtype uint16 (2) or int32 (4) bytes each */
+    int token_bytes;
+    void *tok_base;                /* its mapping */
+    size_t tok_bytes;
     int n_data, shuffle, steps_given;
     int64_t epochs;                /* --epochs; 0: not given (one epoch) */
     int64_t n_samples, batch, batches_per_epoch, epoch, first_step;

@@ -7,13 +7,21 @@
  * rank trains on its own B of them: rows [k G + rank B, k G + (rank + 1) B) of the epoch's order.
  * The order is 0..N-1, or with --shuffle a permutation drawn for each epoch from the seed and
  * the epoch number (Fisher-Yates over splitmix64), the same for every input and every rank.
+ * --tokens FILE (nanoGPT's and llm.c's layout: raw uint16 or int32 ids) serves a model whose token
+ * input and labels are (B, T): sample j is the window of tokens [jT, jT + T], the first T the
+ * input, the last T the labels (the next token of each), so N = floor((tokens - 1) / T).
  * Before each step the batch's rows are written to the inputs' arena bytes: straight from the
  * mapping when they are contiguous, else gathered into one host buffer of the batch's size.
  */
 #include "main.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static uint64_t mix(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -60,14 +68,63 @@ static int check_dataset(run *r, int k) {
     return CKRT_OK;
 }
 
+/* --tokens: the model's token input (the first integer input of rank 2, (B, T)) and its labels
+ * (another integer input of that shape) become two sources over one mapping of the file. */
+static int open_tokens(run *r) {
+    ckrt_ctx *c = &r->c;
+    const ckrt_program *p = r->p;
+    int tok = -1, lab = -1;
+    for (int i = 0; i < p->n_inputs; i++) {
+        const ckrt_io *io = &p->inputs[i];
+        bool integer = io->dtype == CKRT_I64 || io->dtype == CKRT_I32;
+        if (!integer || io->rank != 2) continue;
+        if (tok < 0) tok = i;
+        else if (lab < 0 && io->dims[0] == p->inputs[tok].dims[0] && io->dims[1] == p->inputs[tok].dims[1]) lab = i;
+    }
+    if (tok < 0 || lab < 0)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "--tokens: the model has no integer (B, T) token input with labels of the same shape; "
+                         "use --data NAME=FILE.npy for each input");
+    int fd = open(r->tokens, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        if (fd >= 0) close(fd);
+        return ckrt_fail(c, CKRT_ERR_USAGE, "cannot open '%s': %s", r->tokens, strerror(errno));
+    }
+    int64_t T = p->inputs[tok].dims[1], n_tok = (int64_t)st.st_size / r->token_bytes;
+    if (st.st_size % r->token_bytes) {
+        close(fd);
+        return ckrt_fail(c, CKRT_ERR_USAGE, "--tokens '%s': %lld bytes is not a whole number of %d-byte tokens (truncated, or another "
+                         "--token-dtype?)", r->tokens, (long long)st.st_size, r->token_bytes);
+    }
+    r->tok_bytes = (size_t)st.st_size;
+    r->tok_base = st.st_size ? mmap(NULL, r->tok_bytes, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (r->tok_base == MAP_FAILED) {
+        r->tok_base = NULL;
+        return ckrt_fail(c, CKRT_ERR_IO, "cannot map '%s': %s", r->tokens, strerror(errno));
+    }
+    r->n_samples = n_tok > T ? (n_tok - 1) / T : 0;
+    int ranks = r->dp ? ckrt_dp_size(r->dp) : 1;
+    if (r->n_samples < p->inputs[tok].dims[0] * ranks)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "--tokens '%s': %lld tokens make %lld windows of %lld + 1, fewer than one batch of %lld",
+                         r->tokens, (long long)n_tok, (long long)r->n_samples, (long long)T, (long long)(p->inputs[tok].dims[0] * ranks));
+    for (int k = 0; k < 2; k++) {
+        r->data[k].input = k ? lab : tok, r->data[k].path = r->tokens, r->data[k].shift = k;
+        r->data[k].map.a.data = r->tok_base;
+    }
+    r->n_data = 2;
+    return CKRT_OK;
+}
+
 int ckrt_run_open_data(run *r) {
     ckrt_ctx *c = &r->c;
+    if (r->tokens) CKRT_TRY(open_tokens(r));
     if (r->n_data == 0) {
         if (r->epochs || r->shuffle)
             return ckrt_fail(c, CKRT_ERR_USAGE, "%s needs a dataset (--data NAME=FILE.npy)", r->epochs ? "--epochs" : "--shuffle");
         return CKRT_OK;
     }
-    for (int k = 0; k < r->n_data; k++) {
+    for (int k = 0; k < r->n_data && !r->tokens; k++) {
         CKRT_TRY(ckrt_npy_map(c, r->data[k].path, &r->data[k].map));
         CKRT_TRY(check_dataset(r, k));
         int64_t n = r->data[k].map.a.dims[0];
@@ -108,6 +165,18 @@ int ckrt_run_feed(run *r, int64_t step) {
         const ckrt_io *io = &r->p->inputs[r->data[d].input];
         int64_t row = ckrt_numel(io->rank - 1, io->dims + 1) * (int64_t)ckrt_dtype_size(io->dtype);
         const unsigned char *src = r->data[d].map.a.data;
+        if (r->data[d].shift >= 0) { /* --tokens: window w is tokens [wT + shift, wT + shift + T) */
+            int64_t T = io->dims[1];
+            for (int64_t i = 0; i < r->batch; i++)
+                for (int64_t t = 0; t < T; t++) {
+                    int64_t at = rows[i] * T + r->data[d].shift + t;
+                    int64_t v = r->token_bytes == 2 ? ((const uint16_t *)(const void *)src)[at] : ((const int32_t *)(const void *)src)[at];
+                    if (io->dtype == CKRT_I64) ((int64_t *)(void *)r->gather)[i * T + t] = v;
+                    else ((int32_t *)(void *)r->gather)[i * T + t] = (int32_t)v;
+                }
+            CKRT_TRY(ckrt_arena_write(c, io->offset, r->gather, r->batch * row));
+            continue;
+        }
         if (contiguous) {
             CKRT_TRY(ckrt_arena_write(c, io->offset, src + rows[0] * row, r->batch * row));
             continue;
@@ -147,7 +216,9 @@ int ckrt_run_data_context(run *r, int64_t step, int rc) {
 }
 
 void ckrt_run_close_data(run *r) {
-    for (int k = 0; k < r->n_data; k++) ckrt_npy_unmap(&r->data[k].map);
+    for (int k = 0; k < r->n_data && !r->tokens; k++) ckrt_npy_unmap(&r->data[k].map);
+    if (r->tok_base) munmap(r->tok_base, r->tok_bytes);
+    r->tok_base = NULL;
     free(r->order);
     free(r->gather);
     r->order = NULL, r->gather = NULL;

@@ -33,6 +33,9 @@ static const char *usage_train =
     "  --input NAME=FILE.npy  feed input NAME the same batch every step (dtype and shape exactly the input's)\n"
     "  --data NAME=FILE.npy   a dataset for input NAME: (N, ...) with ... the input's shape without its batch\n"
     "                         axis B; step k reads samples [kB, (k+1)B); memory-mapped; every --data has N samples\n"
+    "  --tokens FILE          a token file (nanoGPT/llm.c: raw ids, --token-dtype uint16 (default) or int32) for a\n"
+    "                         model whose token input and labels are (B, T): sample j is tokens [jT, jT+T]: the\n"
+    "                         first T fill the input, the last T the labels\n"
     "  --epochs E             passes over the datasets: E x floor(N / B) steps (default 1)\n"
     "  --shuffle              a new order of the samples every epoch (from --seed), the same for every input\n"
     "  --lr-schedule KIND     constant (default), linear or cosine: from the compiled --lr down to --min-lr\n"
@@ -80,6 +83,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         {"min-lr", required_argument, 0, 'm'},
         {"save-every", required_argument, 0, 'K'}, {"ckpt-dir", required_argument, 0, 'C'},
         {"metrics", required_argument, 0, 'j'},
+        {"tokens", required_argument, 0, 't'}, {"token-dtype", required_argument, 0, 'y'},
         {"keep", required_argument, 0, 'k'},   {"resume", required_argument, 0, 'R'},
         {"data", required_argument, 0, 'd'},   {"epochs", required_argument, 0, 'E'},      {"shuffle", no_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
@@ -89,7 +93,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         const char *opt = argv[optind - 1];
         bool train_only = ch == 'n' || ch == 'g' || ch == 'p' || ch == 'W' || ch == 'A' || ch == 'T' || ch == 'E' || ch == 'S' ||
-                          ch == 'L' || ch == 'U' || ch == 'm' || ch == 'K' || ch == 'C' || ch == 'k' || ch == 'R' || ch == 'j';
+                          ch == 'L' || ch == 'U' || ch == 'm' || ch == 'K' || ch == 'C' || ch == 'k' || ch == 'R' || ch == 'j' || ch == 't' || ch == 'y';
         if (train_only && !training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "%s: this is an inference program (see --help)", opt);
         if (ch == 'o' && training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "--dump-outputs: a training program's output is its loss; see --report");
         switch (ch) {
@@ -116,7 +120,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
             if (ch == 'i') {
                 r->input_file[k] = eq + 1;
             } else {
-                r->data[r->n_data].input = k;
+                r->data[r->n_data].input = k, r->data[r->n_data].shift = -1;
                 r->data[r->n_data++].path = eq + 1;
             }
             break;
@@ -143,6 +147,12 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         }
         case 'C': r->ckpt_dir = optarg; break;
         case 'j': r->metrics = optarg; break;
+        case 't': r->tokens = optarg; break;
+        case 'y':
+            if (strcmp(optarg, "uint16") && strcmp(optarg, "int32"))
+                return ckrt_fail(c, CKRT_ERR_USAGE, "--token-dtype '%s': expected uint16 or int32", optarg);
+            r->token_bytes = optarg[0] == 'u' ? 2 : 4;
+            break;
         case 'R': r->resume = optarg; break;
         case 'L': {
             static const char *const names[] = {"constant", "linear", "cosine"};
@@ -200,6 +210,8 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         }
     }
     if (optind < argc) return ckrt_fail(c, CKRT_ERR_USAGE, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (!r->token_bytes) r->token_bytes = 2;
+    if (r->tokens && r->n_data) return ckrt_fail(c, CKRT_ERR_USAGE, "--tokens and --data: give one or the other");
     if (r->save_every && !r->ckpt_dir) return ckrt_fail(c, CKRT_ERR_USAGE, "--save-every needs --ckpt-dir DIR");
     if (!r->keep) r->keep = 3;
     if (r->min_lr_given && r->schedule == LR_CONSTANT)

@@ -19,7 +19,9 @@
    a label out of range names the dataset rows of its batch.
 5. --lr-schedule linear|cosine with --warmup and --min-lr: losses match PyTorch's SGD under
    LambdaLR with the documented factor (within 1e-5), the report's lrs the formula (1e-6).
-6. Data parallel (with mpirun): 2 ranks of 4 samples each read their halves of the global batches
+6. --tokens FILE (uint16 and int32): the windows of T + 1 tokens give the same losses as the same
+   windows as --data arrays; a truncated or too short file: exit 2.
+7. Data parallel (with mpirun): 2 ranks of 4 samples each read their halves of the global batches
    of 8: the losses match one process with batch 8 within 1e-5.
 Ends with `N passed, N failed`.
 """
@@ -199,7 +201,35 @@ def main():
     p = run([sgd] + data + ["--min-lr", "1"])
     check("--min-lr without a decaying schedule: exit 2", p.returncode == 2 and "--min-lr" in p.stderr, p.stderr)
 
-    # 6. data parallel: 2 ranks x 4 samples read the global batches of 8 (each rank its half)
+    # 6. --tokens: the same batches as the equivalent --data arrays, uint16 and int32
+    gpt = f"{WORK}/gpt"
+    p = run([CKPTC, os.path.join(SAMPLES, "gpt.onnx"), "-o", gpt])
+    if p.returncode == 0:
+        p = run(["make", "-s", "-C", gpt])
+    if p.returncode != 0:
+        raise SystemExit(f"FAIL: building the gpt sample: {p.stderr}")
+    T = 16
+    toks = rng.integers(0, 97, 10 * T + 1 + 7)  # 10 windows of T + 1; the 7 extra tokens make no window
+    toks.astype(np.uint16).tofile(f"{WORK}/tok16.bin")
+    toks.astype(np.int32).tofile(f"{WORK}/tok32.bin")
+    np.save(f"{WORK}/idx.npy", np.stack([toks[j * T:j * T + T] for j in range(10)]).astype(np.int64))
+    np.save(f"{WORK}/lab.npy", np.stack([toks[j * T + 1:j * T + T + 1] for j in range(10)]).astype(np.int64))
+    out = {}
+    for name, flags in [("npy", ["--data", f"idx={WORK}/idx.npy", "--data", f"labels={WORK}/lab.npy"]),
+                        ("u16", ["--tokens", f"{WORK}/tok16.bin"]), ("i32", ["--tokens", f"{WORK}/tok32.bin", "--token-dtype", "int32"])]:
+        p = run([f"{gpt}/trainer", "--epochs", "2", "--shuffle", "--report", f"{WORK}/tok-{name}.json"] + flags)
+        out[name] = json.load(open(f"{WORK}/tok-{name}.json"))["losses"] if p.returncode == 0 else p.stderr
+    check(f"--tokens (uint16, int32): {len(out['npy']) if isinstance(out['npy'], list) else 0} steps, the same losses as the "
+          f"windows given as --data arrays", isinstance(out["npy"], list) and len(out["npy"]) == 10 and out["u16"] == out["npy"]
+          and out["i32"] == out["npy"], json.dumps(out)[:600])
+    open(f"{WORK}/tok-odd.bin", "wb").write(open(f"{WORK}/tok16.bin", "rb").read()[:-1])
+    toks[:20].astype(np.uint16).tofile(f"{WORK}/tok-short.bin")
+    for what, path, msg in [("a truncated token file", "tok-odd.bin", "not a whole number of 2-byte tokens"),
+                            ("a token file shorter than one batch", "tok-short.bin", "fewer than one batch of 2")]:
+        p = run([f"{gpt}/trainer", "--tokens", f"{WORK}/{path}"])
+        check(f"{what}: exit 2: {p.stderr.strip()}", p.returncode == 2 and msg in p.stderr, p.stderr)
+
+    # 7. data parallel: 2 ranks x 4 samples read the global batches of 8 (each rank its half)
     if not shutil.which("mpirun") or not shutil.which("mpicc"):
         print("skip 5: no mpirun/mpicc (data parallel over --data not checked)")
     else:
