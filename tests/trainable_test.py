@@ -12,6 +12,7 @@ to the scores and RoPE-like cos/sin tables multiplied into q and k:
 - exported with plain torch.onnx.export (no entry): ckptc warns in one line naming the key and the
   three buffers, and the run trains them and leaves PyTorch's losses (the check that the first
   half can fail);
+- a Conv/BatchNorm model exported with the helper: the running statistics stay buffers;
 - bad entries (not JSON, not an array of strings, an unknown name, an int64 initializer): exit 2
   with one `ckptc: error:` line naming the key or the name.
 Ends with `N passed, N failed`.
@@ -156,6 +157,20 @@ print("     " + (warn[0] if warn else ""))
 err = rel(losses or [], want_losses)
 check(f"plain: the buffers are trained and the losses leave PyTorch's (relative {err:.1e})", losses and err > 1e-3,
       f"{losses} vs {want_losses}")
+
+# BatchNorm's running statistics stay step-updated buffers when the entry leaves them out
+bn = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(), torch.nn.Flatten(),
+                         torch.nn.Linear(4 * 6 * 6, 5))
+bn_path = f"{WORK}/bn.onnx"
+bn_names = ckptc_export.export(bn, (torch.randn(2, 3, 8, 8),), bn_path, input_names=["x"], output_names=["logits"])
+r = run([CKPTC, "inspect", bn_path, "--json"])
+js = json.loads(r.stdout) if r.returncode == 0 else {}
+kinds = {i["name"]: i["role"] for i in js.get("initializers", [])}
+p = run([CKPTC, bn_path, "--optimizer=sgd", "--plan-only"])
+check("BatchNorm: running statistics are buffers, the 6 parameters trainable, no warning",
+      sorted(bn_names) == sorted(n for n, _ in bn.named_parameters()) and kinds.get("1.running_mean") == "buffer"
+      and kinds.get("1.running_var") == "buffer" and all(kinds.get(n) == "trainable" for n in bn_names)
+      and p.returncode == 0 and "warning" not in p.stderr, f"{kinds} {p.stderr}")
 
 # bad entries
 m = onnx.load(declared)
