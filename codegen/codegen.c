@@ -423,6 +423,7 @@ static void write_train_members(const ck_graph *g, const ck_options *o, FILE *f)
     snprintf(policy, sizeof policy, "%s%s", o->policy_name ? o->policy_name : "none", g->plan.host_bytes ? "+offload" : "");
     fprintf(f, "    .policy = ");
     c_string(f, policy);
+    fprintf(f, ",\n    .lr = %a", (double)(float)o->lr);
     fprintf(f, ",\n    .report_json = ");
     c_string(f, rep ? rep : "");
     fprintf(f, ",\n");

@@ -78,6 +78,7 @@ typedef struct ckrt_ctx {
     uint64_t seed;
     uint64_t rng_rank;             /* data parallel: this rank (dropout counters start at rank x numel); 0 otherwise */
     int64_t step;
+    float lr_scale;                /* the LR schedule's factor this step (ckrt_main: --lr-schedule); 1: the compiled lr */
     const char *node;              /* the node being run, named in kernel errors */
     int check_finite;              /* set: the generated code checks every float output */
     struct ckrt_dp *dp;            /* data-parallel runs: ranks, communicator, timers (dp.c); NULL otherwise */
@@ -244,6 +245,7 @@ typedef struct ckrt_program {
     int (*step)(ckrt_ctx *c);
     int (*forward)(ckrt_ctx *c), (*backward)(ckrt_ctx *c), (*update)(ckrt_ctx *c);
     int64_t loss_offset;           /* training: the float32 scalar loss */
+    double lr;                     /* training: the compiled learning rate (ckptc --lr), as the updates use it */
     int64_t host_bytes;            /* --offload: the host pool's planned size */
     int64_t offload_bytes;         /* copied to the host (and back) per step */
     /* what the compiler knows about the plan, for the report and --timeline */

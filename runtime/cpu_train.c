@@ -70,7 +70,7 @@ int ckrt_dropout_grad(ckrt_ctx *c, float *dx, const float *dy, int64_t n, float 
 }
 
 int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float wd) {
-    (void)c;
+    lr *= c->lr_scale; /* the schedule's factor (1: the compiled lr, the same bits) */
     if (buf) for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, buf, lr, momentum, wd);
     else for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, NULL, lr, momentum, wd); /* the test folds away */
     return CKRT_OK;
@@ -79,6 +79,7 @@ int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, int64_t n, float
 int ckrt_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps,
                float wd) {
     float bc1 = (float)(1.0 - pow((double)b1, (double)c->step)), bc2 = (float)(1.0 - pow((double)b2, (double)c->step));
+    lr *= c->lr_scale;
     for (int64_t i = 0; i < n; i++) ck_k_adamw(i, p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2);
     return CKRT_OK;
 }

@@ -461,6 +461,7 @@ static int cu_batch_norm_apply(ckrt_ctx *c, float *y, const float *x, const floa
 
 static int cu_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float wd) {
     ckrt_dptr Pp = P(p), G = P(g), B = P(buf);
+    lr *= c->lr_scale;
     return g_sgd(c, n, &Pp, &G, &B, &lr, &momentum, &wd);
 }
 
@@ -469,6 +470,7 @@ static int cu_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, i
     /* the bias corrections exactly as the CPU computes them */
     float bc1 = (float)(1.0 - pow((double)b1, (double)c->step)), bc2 = (float)(1.0 - pow((double)b2, (double)c->step));
     ckrt_dptr Pp = P(p), G = P(g), M = P(m), V = P(v);
+    lr *= c->lr_scale;
     return g_adamw(c, n, &Pp, &G, &M, &V, &lr, &b1, &b2, &eps, &wd, &bc1, &bc2);
 }
 

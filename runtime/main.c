@@ -37,6 +37,8 @@ static int train_local(run *r, int64_t s) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
     c->step = s + 1;
+    c->lr_scale = ckrt_run_lr_scale(r, s);
+    r->lrs[s] = p->lr * (double)c->lr_scale;
     CKRT_TRY(p->forward(c));
     CKRT_TRY(c->be->synchronize(c));
     c->node = NULL;
@@ -183,7 +185,8 @@ static int run_program(run *r, int argc, char **argv) {
     if (p->n_inputs > 64) return ckrt_fail(c, CKRT_ERR_INTERNAL, "more than 64 inputs");
     r->losses = calloc((size_t)r->steps, sizeof *r->losses);
     r->step_seconds = calloc((size_t)r->steps, sizeof *r->step_seconds);
-    if (!r->losses || !r->step_seconds) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate %lld steps' records", (long long)r->steps);
+    r->lrs = calloc((size_t)r->steps, sizeof *r->lrs);
+    if (!r->losses || !r->step_seconds || !r->lrs) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate %lld steps' records", (long long)r->steps);
     CKRT_TRY(alloc_memory(r));
     c->seed = r->seed; /* dropout: the same stream on every rank, each at its own counters (ck_k_dropout_block) */
     c->rng_rank = r->dp ? (uint64_t)ckrt_dp_rank(r->dp) : 0;
@@ -227,6 +230,7 @@ static int run_program(run *r, int argc, char **argv) {
                 if (r->n_data) printf("epoch %lld  ", (long long)(r->epoch + 1));
                 printf("step %lld/%lld  loss %.6f  %.1f ms", (long long)(s + 1), (long long)r->steps, r->losses[s],
                        r->step_seconds[s] * 1e3);
+                if (r->schedule || r->warmup) printf("  lr %.3g", r->lrs[s]);
                 if (r->steps >= 20) printf("  (%.0f%%, %.1f s left)", 100.0 * (double)(s + 1) / (double)r->steps,
                                            el / (double)(s + 1) * (double)(r->steps - s - 1));
                 printf("\n");
@@ -272,12 +276,14 @@ int ckrt_main(const ckrt_program *p, int argc, char **argv) {
     memset(&r, 0, sizeof r);
     r.p = p;
     r.c.be = &ckrt_cpu_backend;
+    r.c.lr_scale = 1.0f;
     ckrt_cpu_init();
     int rc = p->comm_init ? ckrt_dp_init(&r.dp, p, &r.c, &argc, &argv) : CKRT_OK;
     if (!rc) rc = run_program(&r, argc, argv);
     if (rc < 0 && r.dp) printf(ckrt_dp_usage, argv[0]);
     free(r.losses);
     free(r.step_seconds);
+    free(r.lrs);
     if (r.dp) return ckrt_dp_finish(r.dp, &r.c, rc, p->name); /* prints, aborts or finalizes */
     if (rc < 0) return 0; /* --help */
     if (rc) {

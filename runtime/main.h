@@ -29,6 +29,11 @@ typedef struct run {
     char device_line[600];         /* "device: ...", the first line printed once the run starts */
     double *losses;
     double *step_seconds;
+    double *lrs;                   /* the learning rate each step used */
+    int schedule;                  /* --lr-schedule: LR_CONSTANT, LR_LINEAR, LR_COSINE */
+    int64_t warmup;                /* --warmup N steps */
+    double min_lr;                 /* --min-lr: where linear and cosine end */
+    int min_lr_given;
     int64_t measured;
     int from_file[64];
     ckrt_dp *dp;                   /* data-parallel programs (ckptc --data-parallel); NULL otherwise */
@@ -63,6 +68,10 @@ int ckrt_run_open_data(run *r);
 int ckrt_run_feed(run *r, int64_t step);
 int ckrt_run_data_context(run *r, int64_t step, int rc); /* adds the batch's rows to a failure's message */
 void ckrt_run_close_data(run *r);
+
+/* main_flags.c: the LR schedule's factor for step s (0-based) of r->steps: lr_s = p->lr x it */
+enum { LR_CONSTANT, LR_LINEAR, LR_COSINE };
+float ckrt_run_lr_scale(const run *r, int64_t s);
 
 /* main_report.c */
 void ckrt_run_print_summary(const run *r);

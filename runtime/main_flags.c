@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,10 @@ static const char *usage_train =
     "                         axis B; step k reads samples [kB, (k+1)B); memory-mapped; every --data has N samples\n"
     "  --epochs E             passes over the datasets: E x floor(N / B) steps (default 1)\n"
     "  --shuffle              a new order of the samples every epoch (from --seed), the same for every input\n"
+    "  --lr-schedule KIND     constant (default), linear or cosine: from the compiled --lr down to --min-lr\n"
+    "                         over the run's steps (after the warmup)\n"
+    "  --warmup N             the first N steps ramp the learning rate up: lr x (s + 1) / N at step s\n"
+    "  --min-lr X             where linear and cosine end (default 0)\n"
     "  --seed S               seed for inputs not given and for dropout (default 0)\n"
     "  --dump-grads DIR       gradients of the last step, each as its update reads it: DIR/PARAM.npy\n"
     "  --dump-params DIR      parameters and buffers after training: DIR/NAME.npy\n"
@@ -66,6 +71,8 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         {"save-weights", required_argument, 0, 'W'}, {"allow-nonfinite", no_argument, 0, 'A'},
         {"timeline", required_argument, 0, 'T'}, {"mem-limit", required_argument, 0, 'M'},
         {"device", required_argument, 0, 'D'}, {"tf32", no_argument, 0, 'F'},
+        {"lr-schedule", required_argument, 0, 'L'}, {"warmup", required_argument, 0, 'U'},
+        {"min-lr", required_argument, 0, 'm'},
         {"data", required_argument, 0, 'd'},   {"epochs", required_argument, 0, 'E'},      {"shuffle", no_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     ckrt_ctx *c = &r->c;
@@ -73,7 +80,8 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
     opterr = 0;
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         const char *opt = argv[optind - 1];
-        bool train_only = ch == 'n' || ch == 'g' || ch == 'p' || ch == 'W' || ch == 'A' || ch == 'T' || ch == 'E' || ch == 'S';
+        bool train_only = ch == 'n' || ch == 'g' || ch == 'p' || ch == 'W' || ch == 'A' || ch == 'T' || ch == 'E' || ch == 'S' ||
+                          ch == 'L' || ch == 'U' || ch == 'm';
         if (train_only && !training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "%s: this is an inference program (see --help)", opt);
         if (ch == 'o' && training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "--dump-outputs: a training program's output is its loss; see --report");
         switch (ch) {
@@ -113,6 +121,28 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
             break;
         }
         case 'S': r->shuffle = 1; break;
+        case 'L': {
+            static const char *const names[] = {"constant", "linear", "cosine"};
+            r->schedule = -1;
+            for (int k = 0; k < 3; k++)
+                if (strcmp(optarg, names[k]) == 0) r->schedule = k;
+            if (r->schedule < 0) return ckrt_fail(c, CKRT_ERR_USAGE, "--lr-schedule '%s': expected constant, linear or cosine", optarg);
+            break;
+        }
+        case 'U': {
+            uint64_t v = 0;
+            CKRT_TRY(parse_u64(c, "--warmup", optarg, &v, 0));
+            r->warmup = (int64_t)(v < 100000000 ? v : 100000000);
+            break;
+        }
+        case 'm': {
+            char *end;
+            r->min_lr = strtod(optarg, &end);
+            if (*end || end == optarg || !(r->min_lr >= 0))
+                return ckrt_fail(c, CKRT_ERR_USAGE, "--min-lr '%s': expected a number >= 0", optarg);
+            r->min_lr_given = 1;
+            break;
+        }
         case 's': CKRT_TRY(parse_u64(c, "--seed", optarg, &r->seed, 0)); break;
         case 'n': {
             uint64_t v = 0;
@@ -147,5 +177,21 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         }
     }
     if (optind < argc) return ckrt_fail(c, CKRT_ERR_USAGE, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (r->min_lr_given && r->schedule == LR_CONSTANT)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "--min-lr: only --lr-schedule linear or cosine decay to it");
+    if (r->min_lr_given && r->min_lr > r->p->lr)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "--min-lr %g is above the compiled learning rate %g (ckptc --lr)", r->min_lr, r->p->lr);
     return CKRT_OK;
+}
+
+/* LambdaLR-style: lr_s = lr x f(s) for the optimizer's step s = 0, 1, ... of T. Warmup W: f(s) =
+ * (s + 1) / W for s < W. After it, constant: 1; linear and cosine decay from lr to min_lr over the
+ * steps left, p = (s - W) / (T - W) in [0, 1): lr_s = min_lr + (lr - min_lr) (1 - p), or
+ * min_lr + (lr - min_lr) (1 + cos(pi p)) / 2 (nanoGPT's get_lr with lr_decay_iters = T). */
+float ckrt_run_lr_scale(const run *r, int64_t s) {
+    if (s < r->warmup) return (float)((double)(s + 1) / (double)r->warmup);
+    if (r->schedule == LR_CONSTANT || r->p->lr <= 0) return 1.0f;
+    double p = r->steps > r->warmup ? (double)(s - r->warmup) / (double)(r->steps - r->warmup) : 0.0;
+    double m = r->min_lr / r->p->lr, f = r->schedule == LR_LINEAR ? 1.0 - p : 0.5 * (1.0 + cos(3.14159265358979323846 * p));
+    return (float)(m + (1.0 - m) * f);
 }

@@ -126,6 +126,9 @@ int ckrt_run_write_report(run *r) {
         fprintf(f, "}},\n");
     }
     if (training(r)) {
+        fprintf(f, "  \"lrs\": [");
+        for (int64_t i = 0; i < r->steps; i++) fprintf(f, "%s%.9g", i ? ", " : "", r->lrs[i]);
+        fprintf(f, "],\n");
         fprintf(f, "  \"losses\": [");
         for (int64_t i = 0; i < r->steps; i++) fprintf(f, "%s%.9g", i ? ", " : "", r->losses[i]);
         fprintf(f, "],\n");

@@ -16,7 +16,9 @@
 4. Bad data: a dataset with another number of samples, another trailing shape, another dtype,
    fewer samples than one batch, an input fed twice, --shuffle without --data: exit 2, one line;
    a label out of range names the dataset rows of its batch.
-5. Data parallel (with mpirun): 2 ranks of 4 samples each read their halves of the global batches
+5. --lr-schedule linear|cosine with --warmup and --min-lr: losses match PyTorch's SGD under
+   LambdaLR with the documented factor (within 1e-5), the report's lrs the formula (1e-6).
+6. Data parallel (with mpirun): 2 ranks of 4 samples each read their halves of the global batches
    of 8: the losses match one process with batch 8 within 1e-5.
 Ends with `N passed, N failed`.
 """
@@ -52,7 +54,7 @@ def build(d, flags):
     return os.path.join(d, "trainer")
 
 
-def torch_losses(x, y, lr, steps, batch):
+def torch_losses(x, y, lr, steps, batch, schedule=None):
     import onnx
     import torch
     from onnx import numpy_helper
@@ -65,6 +67,7 @@ def torch_losses(x, y, lr, steps, batch):
         raise SystemExit(f"FAIL: the ONNX initializers {sorted(init)} are not the module's parameters {sorted(state)}")
     model.load_state_dict({k: torch.from_numpy(v.astype(np.float64)) for k, v in init.items()})
     opt = torch.optim.SGD(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule) if schedule else None
     per_epoch = len(x) // batch
     out = []
     for s in range(steps):
@@ -75,6 +78,8 @@ def torch_losses(x, y, lr, steps, batch):
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if sched:
+            sched.step()
         out.append(float(loss))
     return out, {k: v.detach().numpy() for k, v in model.state_dict().items()}
 
@@ -163,7 +168,31 @@ def main():
     check("a label out of range: exit 2 naming the batch's rows: " + p.stderr.strip()[-120:],
           p.returncode == 2 and "label 99 at position 5" in p.stderr and "step 2's batch is the datasets' rows 8-15" in p.stderr,
           p.stderr)
-    # 5. data parallel: 2 ranks x 4 samples read the global batches of 8 (each rank its half)
+    # 5. LR schedules against torch.optim.lr_scheduler.LambdaLR with the documented factor
+    import math
+    T, W, lr, mn = 9, 2, 0.1, 0.01
+    def factor(kind):
+        def f(s):
+            if s < W:
+                return (s + 1) / W
+            p = (s - W) / (T - W)
+            g = 1 - p if kind == "linear" else 0.5 * (1 + math.cos(math.pi * p))
+            return (mn + (lr - mn) * g) / lr
+        return f
+    for kind in ["linear", "cosine"]:
+        p = run([sgd] + data + ["--epochs", "3", "--lr-schedule", kind, "--warmup", str(W), "--min-lr", str(mn),
+                                "--report", f"{WORK}/{kind}.json"])
+        rep = json.load(open(f"{WORK}/{kind}.json")) if p.returncode == 0 else {"losses": [], "lrs": []}
+        want, _ = torch_losses(x, y, lr, T, 8, factor(kind))
+        lrs = [lr * factor(kind)(s) for s in range(T)]
+        e = max(abs(a - b) / abs(b) for a, b in zip(rep["losses"], want)) if len(rep["losses"]) == T else float("inf")
+        le = max(abs(a - b) / b for a, b in zip(rep["lrs"], lrs)) if len(rep["lrs"]) == T else float("inf")
+        check(f"--lr-schedule {kind} --warmup {W} --min-lr {mn}: {T} losses within {e:.1e} of PyTorch's LambdaLR, lrs within {le:.1e}",
+              e <= 1e-5 and le <= 1e-6, f"exit {p.returncode} {p.stderr[-300:]} ours {rep['losses']} torch {want}")
+    p = run([sgd] + data + ["--min-lr", "1"])
+    check("--min-lr without a decaying schedule: exit 2", p.returncode == 2 and "--min-lr" in p.stderr, p.stderr)
+
+    # 6. data parallel: 2 ranks x 4 samples read the global batches of 8 (each rank its half)
     if not shutil.which("mpirun") or not shutil.which("mpicc"):
         print("skip 5: no mpirun/mpicc (data parallel over --data not checked)")
     else:
