@@ -155,6 +155,8 @@ ck_status ck_compile(const char *path, const ck_load_options *lo, const ck_optio
     if (!st) st = ck_pass_lower(g, o, d);
     if (!st && !o->infer) st = ck_pass_loss(g, o, d);
     if (!st && !o->infer) st = ck_pass_autodiff(g, o, d);
+    char warning[2048];
+    if (!st && !o->infer && ck_trainable_warning(g, warning, sizeof warning)) fprintf(stderr, "ckptc: warning: %s\n", warning);
     if (!st && !o->infer) st = ck_pass_optimizer(g, o, d);
     /* checkpoint -> data_parallel -> early_update -> codegen check -> plan, once or per try */
     if (!st) st = ck_plan_search(&g, o, ck_codegen_check, &notes, d);

@@ -1,6 +1,7 @@
 /* inspect.c — what `ckptc inspect` prints about a loaded model: opset, producer, inputs and
- * outputs, parameter/buffer/constant counts, the op histogram and every node with its inferred
- * output shapes, as text or as one JSON document (--json).
+ * outputs, parameter/buffer/constant counts, every initializer trainable or constant (and what
+ * decided: the model's ckptc.trainable entry or the default rule), the op histogram and every node
+ * with its inferred output shapes, as text or as one JSON document (--json).
  */
 #include "cli.h"
 #include "ckrt_util.h"
@@ -33,6 +34,29 @@ static void gather_stats(const ck_graph *g, stats *s) {
     for (int i = 0; i < g->n_nodes; i++) s->hist[g->nodes[i]->op]++;
 }
 
+/* An initializer as the trainer sees it: "trainable" (a PARAM: trained if it reaches the loss and
+ * --freeze spares it), "buffer" (BatchNorm running statistics) or "constant". */
+static const char *init_kind(const ck_value *v) {
+    return v->role == CK_ROLE_PARAM ? "trainable" : v->role == CK_ROLE_BUFFER ? "buffer" : "constant";
+}
+
+static const char *trainable_from(const ck_graph *g) { return g->trainable_declared ? CK_TRAINABLE_KEY : "default rule"; }
+
+static void json_initializers(FILE *f, const ck_graph *g) {
+    fprintf(f, "  \"trainable_from\": \"%s\",\n  \"initializers\": [", trainable_from(g));
+    for (int i = 0, first = 1; i < g->n_values; i++) {
+        const ck_value *v = g->values[i];
+        if (!v->initializer || v->producer) continue;
+        fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
+        ckrt_json_str(f, v->name);
+        fprintf(f, ", \"dtype\": \"%s\", \"shape\": ", ck_dtype_name(v->dtype));
+        ckrt_json_i64s(f, v->rank, v->dims, ", ");
+        fprintf(f, ", \"role\": \"%s\", \"trainable\": %s}", init_kind(v), v->role == CK_ROLE_PARAM ? "true" : "false");
+        first = 0;
+    }
+    fprintf(f, "],\n");
+}
+
 static void print_json(FILE *f, const ck_graph *g, const char *path) {
     stats s;
     gather_stats(g, &s);
@@ -60,6 +84,7 @@ static void print_json(FILE *f, const ck_graph *g, const char *path) {
     for (int r = 0; r < 3; r++)
         fprintf(f, "  \"%s\": {\"tensors\": %lld, \"elements\": %lld, \"bytes\": %lld},\n", keys[r],
                 (long long)s.count[roles[r]], (long long)s.elems[roles[r]], (long long)s.bytes[roles[r]]);
+    json_initializers(f, g);
     fprintf(f, "  \"op_histogram\": {");
     for (int op = 0, first = 1; op < CK_OP_COUNT; op++)
         if (s.hist[op]) {
@@ -117,6 +142,16 @@ static void print_text(FILE *f, const ck_graph *g, const char *path) {
                 (long long)s.count[CK_ROLE_BUFFER], human_bytes(s.bytes[CK_ROLE_BUFFER], hb, sizeof hb));
     fprintf(f, "consts    %lld elements in %lld tensors (%s)\n", (long long)s.elems[CK_ROLE_CONST],
             (long long)s.count[CK_ROLE_CONST], human_bytes(s.bytes[CK_ROLE_CONST], hb, sizeof hb));
+    if (g->trainable_declared)
+        fprintf(f, "trainable initializers: from metadata_props '%s'\n", CK_TRAINABLE_KEY);
+    else
+        fprintf(f, "trainable initializers: the default rule, every float one (the model has no metadata_props '%s')\n",
+                CK_TRAINABLE_KEY);
+    for (int i = 0; i < g->n_values; i++) {
+        const ck_value *v = g->values[i];
+        if (v->initializer && !v->producer)
+            fprintf(f, "  %-24s %-8s %-16s %s\n", v->name, ck_dtype_name(v->dtype), ck_shape_str(v, sh, sizeof sh), init_kind(v));
+    }
     fprintf(f, "nodes     %d (%d in the file, Constants included, before folding)\n", g->n_nodes, g->onnx_nodes);
     fprintf(f, "ops      ");
     for (int op = 0; op < CK_OP_COUNT; op++)

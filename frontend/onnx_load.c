@@ -18,6 +18,8 @@
 #include "ck_frontend.h"
 #include "onnx.pb-c.h"
 
+#include <cjson/cJSON.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -804,7 +806,7 @@ static ck_status load_inputs(loader *L, const Onnx__GraphProto *gp) {
             continue;
         }
         ck_value *v = tensor_value(L, what, name, t, CK_ROLE_PARAM, false);
-        if (v) ck_map_put(L->names, v->name, v);
+        if (v) v->initializer = true, ck_map_put(L->names, v->name, v);
     }
     ck_value **ins = ck_arena_alloc(g->arena, (gp->n_input + 1) * sizeof *ins);
     int n_ins = 0;
@@ -855,6 +857,77 @@ static ck_status load_nodes(loader *L, const Onnx__GraphProto *gp) {
     return CK_OK;
 }
 
+/* ---------------------------------------------------------------- trainable initializers
+ *
+ * ONNX does not say which initializers are parameters: PyTorch exports its buffers (attention
+ * masks, RoPE tables, BatchNorm's running statistics) as initializers too. A model may say it in
+ * metadata_props: CK_TRAINABLE_KEY, a JSON array of initializer names (python/ckptc_export.py
+ * writes it from named_parameters()). Then exactly those float initializers stay PARAMs and every
+ * other becomes a CONST (folded where it feeds a foldable subgraph, never given a gradient).
+ * Without it every float initializer stays a PARAM (the default rule; ckptc warns about it).
+ * BatchNormalization's running statistics are BUFFERs either way: the step updates them. */
+
+/* The entry's value, NULL when absent; a key given twice is an error. */
+static const char *trainable_entry(loader *L, const Onnx__ModelProto *m) {
+    const char *json = NULL;
+    for (size_t i = 0; i < m->n_metadata_props; i++) {
+        const Onnx__StringStringEntryProto *e = m->metadata_props[i];
+        if (!e->key || strcmp(e->key, CK_TRAINABLE_KEY) != 0) continue;
+        if (json) LERR(L, "metadata_props entry '%s' is given twice", CK_TRAINABLE_KEY);
+        json = e->value ? e->value : "";
+    }
+    return json;
+}
+
+/* The float initializer the entry names, or NULL with the reason reported. */
+static ck_value *listed_param(loader *L, const char *name) {
+    ck_value *v = ck_map_get(L->names, name);
+    if (!v || !v->initializer)
+        LERR(L, "metadata_props entry '%s' names '%s', which is not an initializer of the graph", CK_TRAINABLE_KEY, name);
+    else if (v->role == CK_ROLE_BUFFER)
+        LERR(L, "metadata_props entry '%s' names '%s', a BatchNormalization running statistic (a buffer the step updates, never trained)",
+             CK_TRAINABLE_KEY, name);
+    else if (!ck_dtype_is_float(v->dtype))
+        LERR(L, "metadata_props entry '%s' names '%s', an initializer of dtype %s: only float initializers are trained",
+             CK_TRAINABLE_KEY, name, ck_dtype_name(v->dtype));
+    else
+        return v;
+    return NULL;
+}
+
+static ck_status apply_trainable(loader *L, const Onnx__ModelProto *m) {
+    const char *json = trainable_entry(L, m);
+    if (!json || L->errors) return L->errors ? CK_ERR_MODEL : CK_OK;
+    cJSON *a = cJSON_ParseWithOpts(json, NULL, true);
+    if (!cJSON_IsArray(a)) {
+        LERR(L, "metadata_props entry '%s' is not a JSON array of initializer names (e.g. [\"fc.weight\", \"fc.bias\"]): '%.80s%s'",
+             CK_TRAINABLE_KEY, json, strlen(json) > 80 ? "..." : "");
+        cJSON_Delete(a);
+        return CK_ERR_MODEL;
+    }
+    ck_graph *g = L->g;
+    bool *listed = calloc((size_t)g->next_value_id + 1, 1);
+    if (!listed) {
+        cJSON_Delete(a);
+        LERR(L, "out of memory");
+        return CK_ERR_NOMEM;
+    }
+    int k = 0;
+    for (const cJSON *e = a->child; e; e = e->next, k++) {
+        ck_value *v = NULL;
+        if (!cJSON_IsString(e))
+            LERR(L, "metadata_props entry '%s': element %d is not a string (expected an array of initializer names)", CK_TRAINABLE_KEY, k);
+        else if ((v = listed_param(L, e->valuestring)))
+            listed[v->id] = true;
+    }
+    cJSON_Delete(a);
+    for (int i = 0; i < g->n_values && !L->errors; i++)
+        if (g->values[i]->role == CK_ROLE_PARAM && !listed[g->values[i]->id]) g->values[i]->role = CK_ROLE_CONST;
+    free(listed);
+    g->trainable_declared = true;
+    return L->errors ? CK_ERR_MODEL : CK_OK;
+}
+
 static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
     ck_status st = load_header(L, m);
     if (!st) st = check_ops(L, m);
@@ -869,7 +942,7 @@ static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
         for (int k = 3; k < 5 && k < n->n_in; k++)
             if (n->in[k] && n->in[k]->role == CK_ROLE_PARAM) n->in[k]->role = CK_ROLE_BUFFER;
     }
-    return CK_OK;
+    return apply_trainable(L, m);
 }
 
 static void free_proto(void *ctx) { onnx__model_proto__free_unpacked(ctx, NULL); }

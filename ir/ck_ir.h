@@ -97,7 +97,8 @@ bool ck_dtype_is_int(ck_dtype t);            /* signed/unsigned integers, not bo
 
 typedef enum {
     CK_ROLE_INPUT,       /* fed by the user each step */
-    CK_ROLE_PARAM,       /* float initializer (trainability is decided by autodiff) */
+    CK_ROLE_PARAM,       /* float initializer to train: all of them, or those ckptc.trainable lists
+                          * (autodiff drops those --freeze matches or that never reach the loss) */
     CK_ROLE_BUFFER,      /* state updated by the step, not by the optimizer (BN running stats) */
     CK_ROLE_CONST,       /* constant data: non-float initializers, Constant nodes, folded values */
     CK_ROLE_ACTIVATION,  /* produced by a node */
@@ -124,6 +125,7 @@ typedef struct ck_value {
     struct ck_value *alias;     /* a view: shares the bytes of this value (same offset) */
     bool host;                  /* lives in the host pool (offloaded), not the device arena */
     int live_first, live_last;  /* steps (node indices) it occupies its bytes; -1: the whole run */
+    bool initializer;           /* an initializer of the ONNX graph (set by the loader) */
 } ck_value;
 
 int64_t ck_value_numel(const ck_value *v);
@@ -275,6 +277,8 @@ typedef struct ck_graph {
     const char *name, *producer_name, *producer_version;
     int64_t ir_version, opset;
     int onnx_nodes;        /* nodes in the file, Constants included, before folding */
+    bool trainable_declared; /* the model's metadata_props CK_TRAINABLE_KEY said which float
+                              * initializers are PARAMs; false: all of them are (the default rule) */
     ck_mem_plan plan;      /* filled by the memory planner */
     /* training: set by the loss and autodiff passes */
     ck_value *loss;
@@ -287,6 +291,10 @@ typedef struct ck_graph {
     struct ck_graph *owned;          /* freed by ck_graph_free after this graph: set on the clone that
                                       * the plan search keeps, so that it takes its original along */
 } ck_graph;
+
+/* The metadata_props key whose value, a JSON array of initializer names, lists the parameters to
+ * train (python/ckptc_export.py writes it from PyTorch's named_parameters()). */
+#define CK_TRAINABLE_KEY "ckptc.trainable"
 
 ck_graph *ck_graph_new(void);
 void ck_graph_free(ck_graph *g);

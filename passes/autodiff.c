@@ -3,8 +3,9 @@
  * Which values get a gradient: those that both reach the loss and depend on a trainable
  * parameter, each through differentiable input slots (ops.def's mask). Nothing else is
  * differentiated, so integer paths, masks and position tables cost nothing. Trainable
- * parameters are the float initializers that reach the loss, minus those --freeze matches; float
- * initializers that do not reach it become constants.
+ * parameters are the float initializers (or, when the model has a ckptc.trainable entry, those it
+ * lists: the loader made the others constants) that reach the loss, minus those --freeze matches;
+ * float initializers that do not reach it become constants.
  *
  * The forward nodes are walked in reverse; each op's rule (ops.def's gradient column, defined
  * here) appends the nodes computing its inputs' gradients from its outputs' gradients. Rules use
@@ -540,8 +541,9 @@ static void mark_reaching(const ck_graph *g, bool *reach) {
     }
 }
 
-/* The trainable parameters: float PARAMs that reach the loss, minus --freeze; the others become
- * CONST. Marks them in dep and counts them in *np. */
+/* The trainable parameters: float PARAMs (every float initializer, or those the model's
+ * CK_TRAINABLE_KEY entry lists: the loader made the others CONST) that reach the loss, minus
+ * --freeze; the others become CONST. Marks them in dep and counts them in *np. */
 static ck_status choose_params(ck_graph *g, const ck_options *o, const bool *reach, bool *dep, int *np, ck_diag *d) {
     regex_t re;
     bool have_re = o->freeze && *o->freeze;
@@ -563,7 +565,8 @@ static ck_status choose_params(ck_graph *g, const ck_options *o, const bool *rea
     }
     if (have_re) regfree(&re);
     if (*np == 0) {
-        ck_diag_add(d, "the model has no trainable parameters: no float initializer reaches the loss%s",
+        ck_diag_add(d, "the model has no trainable parameters: no %s reaches the loss%s",
+                    g->trainable_declared ? "initializer its metadata_props entry '" CK_TRAINABLE_KEY "' lists" : "float initializer",
                     have_re ? " (or --freeze matches all of them)" : "");
         return CK_ERR_MODEL;
     }

@@ -73,6 +73,10 @@ ck_status ck_pass_loss(ck_graph *g, const ck_options *o, ck_diag *d);
 /* Reverse-mode autodiff: backward nodes for every value that reaches the loss and depends on a
  * trainable parameter; fills g->train_params / g->train_grads. */
 ck_status ck_pass_autodiff(ck_graph *g, const ck_options *o, ck_diag *d);
+/* After autodiff, for a model without the CK_TRAINABLE_KEY entry: the one-line warning (how many
+ * initializers are trained, which look like buffers) into buf; false, buf untouched, when the
+ * model has the entry or nothing is trained (trainable.c). */
+bool ck_trainable_warning(const ck_graph *g, char *buf, size_t n);
 
 /* One update node per trainable parameter, in place, after the whole backward; optimizer
  * state (momentum, Adam moments) are zero-initialized OPT_STATE values. */

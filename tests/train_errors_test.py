@@ -45,7 +45,9 @@ def run(cmd, timeout=300):
 
 def expect_compile_error(name, args, *needles):
     p = run([CKPTC] + args)
-    lines = [l for l in p.stderr.splitlines() if l]
+    # the samples declare no trainable initializers: errors found after autodiff (the budget) follow
+    # the one warning about that
+    lines = [l for l in p.stderr.splitlines() if l and not (l.startswith("ckptc: warning: ") and "'ckptc.trainable'" in l)]
     ok = p.returncode == 2 and lines and all(l.startswith("ckptc: error: ") for l in lines)
     ok = ok and all(any(n in l for l in lines) for n in needles)
     check(name, ok, f"rc={p.returncode} stderr={p.stderr[:800]!r}")
