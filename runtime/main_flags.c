@@ -71,6 +71,15 @@ static int parse_u64(ckrt_ctx *c, const char *flag, const char *s, uint64_t *out
     return CKRT_OK;
 }
 
+/* An integer flag in [min, max]. */
+static int parse_count(ckrt_ctx *c, const char *flag, const char *s, uint64_t min, uint64_t max, int64_t *out) {
+    uint64_t v = 0;
+    CKRT_TRY(parse_u64(c, flag, s, &v, min));
+    if (v > max) return ckrt_fail(c, CKRT_ERR_USAGE, "%s %llu: at most %llu", flag, (unsigned long long)v, (unsigned long long)max);
+    *out = (int64_t)v;
+    return CKRT_OK;
+}
+
 int ckrt_run_parse_args(run *r, int argc, char **argv) {
     static const struct option opts[] = {
         {"input", required_argument, 0, 'i'},  {"seed", required_argument, 0, 's'},        {"dump-outputs", required_argument, 0, 'o'},
@@ -125,26 +134,10 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
             }
             break;
         }
-        case 'E': {
-            uint64_t v = 0;
-            CKRT_TRY(parse_u64(c, "--epochs", optarg, &v, 1));
-            if (v > 1000000) return ckrt_fail(c, CKRT_ERR_USAGE, "--epochs %llu: at most 1000000", (unsigned long long)v);
-            r->epochs = (int64_t)v;
-            break;
-        }
+        case 'E': CKRT_TRY(parse_count(c, "--epochs", optarg, 1, 1000000, &r->epochs)); break;
         case 'S': r->shuffle = 1; break;
-        case 'K': {
-            uint64_t v = 0;
-            CKRT_TRY(parse_u64(c, "--save-every", optarg, &v, 1));
-            r->save_every = (int64_t)(v < 100000000 ? v : 100000000);
-            break;
-        }
-        case 'k': {
-            uint64_t v = 0;
-            CKRT_TRY(parse_u64(c, "--keep", optarg, &v, 1));
-            r->keep = (int64_t)(v < 1000000 ? v : 1000000);
-            break;
-        }
+        case 'K': CKRT_TRY(parse_count(c, "--save-every", optarg, 1, 100000000, &r->save_every)); break;
+        case 'k': CKRT_TRY(parse_count(c, "--keep", optarg, 1, 1000000, &r->keep)); break;
         case 'C': r->ckpt_dir = optarg; break;
         case 'j': r->metrics = optarg; break;
         case 't': r->tokens = optarg; break;
@@ -162,12 +155,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
             if (r->schedule < 0) return ckrt_fail(c, CKRT_ERR_USAGE, "--lr-schedule '%s': expected constant, linear or cosine", optarg);
             break;
         }
-        case 'U': {
-            uint64_t v = 0;
-            CKRT_TRY(parse_u64(c, "--warmup", optarg, &v, 0));
-            r->warmup = (int64_t)(v < 100000000 ? v : 100000000);
-            break;
-        }
+        case 'U': CKRT_TRY(parse_count(c, "--warmup", optarg, 0, 100000000, &r->warmup)); break;
         case 'm': {
             char *end;
             r->min_lr = strtod(optarg, &end);
@@ -177,14 +165,10 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
             break;
         }
         case 's': CKRT_TRY(parse_u64(c, "--seed", optarg, &r->seed, 0)); break;
-        case 'n': {
-            uint64_t v = 0;
-            CKRT_TRY(parse_u64(c, "--steps", optarg, &v, 1));
-            if (v > 100000000) return ckrt_fail(c, CKRT_ERR_USAGE, "--steps %llu: at most 100000000", (unsigned long long)v);
-            r->steps = (int64_t)v;
+        case 'n':
+            CKRT_TRY(parse_count(c, "--steps", optarg, 1, 100000000, &r->steps));
             r->steps_given = 1;
             break;
-        }
         case 'o': r->dump_dir = optarg; break;
         case 'r': r->report = optarg; break;
         case 'w': r->weights = optarg; break;

@@ -5,6 +5,7 @@
 #include "main.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,12 @@ void ckrt_run_print_summary(const run *r) {
         printf("  %-20s %12.6f -> %.6f\n", "loss", r->losses[r->first_step], r->losses[r->steps - 1]);
 }
 
+/* A double as JSON: NaN and infinities (a loss with --allow-nonfinite) are null. */
+static void json_num(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, "%.9g", v);
+    else fputs("null", f);
+}
+
 /* One JSON object per line and step, flushed: a run that is stopped keeps its lines. */
 int ckrt_run_metrics_line(run *r, int64_t s) {
     if (!r->metrics_f) return CKRT_OK;
@@ -81,8 +88,10 @@ int ckrt_run_metrics_line(run *r, int64_t s) {
     int64_t batch = r->p->n_inputs && r->p->inputs[0].rank ? r->p->inputs[0].dims[0] * ranks : 0;
     fprintf(r->metrics_f, "{\"step\": %lld, ", (long long)(s + 1));
     if (r->n_data) fprintf(r->metrics_f, "\"epoch\": %lld, ", (long long)(r->epoch + 1));
-    fprintf(r->metrics_f, "\"loss\": %.9g, \"lr\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.1f}\n", r->losses[s], r->lrs[s],
-            sec * 1e3, sec > 0 ? (double)batch / sec : 0.0);
+    fprintf(r->metrics_f, "\"loss\": ");
+    json_num(r->metrics_f, r->losses[s]);
+    fprintf(r->metrics_f, ", \"lr\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.1f}\n", r->lrs[s], sec * 1e3,
+            sec > 0 ? (double)batch / sec : 0.0);
     if (fflush(r->metrics_f) != 0 || ferror(r->metrics_f))
         return ckrt_fail(&r->c, CKRT_ERR_IO, "cannot write '%s': %s", r->metrics, strerror(errno));
     return CKRT_OK;
@@ -147,7 +156,10 @@ int ckrt_run_write_report(run *r) {
         for (int64_t i = r->first_step; i < r->steps; i++) fprintf(f, "%s%.9g", i > r->first_step ? ", " : "", r->lrs[i]);
         fprintf(f, "],\n");
         fprintf(f, "  \"losses\": [");
-        for (int64_t i = r->first_step; i < r->steps; i++) fprintf(f, "%s%.9g", i > r->first_step ? ", " : "", r->losses[i]);
+        for (int64_t i = r->first_step; i < r->steps; i++) {
+            fputs(i > r->first_step ? ", " : "", f);
+            json_num(f, r->losses[i]);
+        }
         fprintf(f, "],\n");
     }
     fprintf(f, "  \"inputs\": {");

@@ -91,6 +91,12 @@ else:
           f"rc={r.returncode} {r.stderr!r}")
     r = run([f"{d}/trainer", "--input", f"x={WORK}/nan_x.npy", "--steps", "2", "--allow-nonfinite"])
     check("--allow-nonfinite goes on", r.returncode == 0 and "step 2/2" in r.stdout, f"rc={r.returncode} {r.stderr!r}")
+    r = run([f"{d}/trainer", "--input", f"x={WORK}/nan_x.npy", "--steps", "2", "--allow-nonfinite", "--report", f"{WORK}/nan.json"])
+    try:
+        nan_losses = json.loads(open(f"{WORK}/nan.json").read())["losses"] if r.returncode == 0 else None
+    except ValueError as e:
+        nan_losses = str(e)
+    check("... and its report is strict JSON: a non-finite loss is null", nan_losses == [None, None], f"{nan_losses}")
 
     # a NaN born inside a checkpointed, offloaded model is named at the node that made it, not at an
     # Offload (whose output lives in the host pool: checking its offset in the arena read whatever

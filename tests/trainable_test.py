@@ -99,9 +99,8 @@ for _ in range(STEPS):
 
 
 def losses_of(report):
-    """The report's losses; the trainer writes a non-finite one as C's printf does (-nan, inf)."""
-    text = re.sub(r"-?\bnan\b", "NaN", open(report).read())
-    return json.loads(re.sub(r"(-?)\binf\b", r"\1Infinity", text))["losses"]
+    """The report's losses (strict JSON: a non-finite loss is null), null as NaN."""
+    return [float("nan") if v is None else v for v in json.loads(open(report).read())["losses"]]
 
 
 def train(path, tag):
