@@ -20,7 +20,6 @@ Ends with `N passed, N failed`.
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 
