@@ -30,6 +30,18 @@ static uint64_t mix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
+static int ranks_of(const run *r) { return r->dp ? ckrt_dp_size(r->dp) : 1; }
+
+/* This rank's B samples of step's batch in the epoch's order; *contiguous: they are rows
+ * rows[0] .. rows[0] + B - 1. */
+static const int64_t *batch_rows(const run *r, int64_t step, bool *contiguous) {
+    int rank = r->dp ? ckrt_dp_rank(r->dp) : 0;
+    const int64_t *rows = r->order + step % r->batches_per_epoch * r->batch * ranks_of(r) + rank * r->batch;
+    *contiguous = true;
+    for (int64_t i = 1; *contiguous && i < r->batch; i++) *contiguous = rows[i] == rows[0] + i;
+    return rows;
+}
+
 /* The rows of epoch e: the identity, or a permutation that depends only on (seed, e). */
 static void epoch_order(run *r, int64_t e) {
     int64_t n = r->n_samples;
@@ -61,7 +73,7 @@ static int check_dataset(run *r, int k) {
     if (!same)
         return ckrt_fail(c, CKRT_ERR_USAGE, "--data %s: '%s' has shape %s; this input takes (N%s%s): N samples of its shape without "
                          "the batch axis", io->name, path, got, io->rank > 1 ? "," : "", want + 1);
-    int ranks = r->dp ? ckrt_dp_size(r->dp) : 1;
+    int ranks = ranks_of(r);
     if (a->dims[0] < io->dims[0] * ranks)
         return ckrt_fail(c, CKRT_ERR_USAGE, "--data %s: '%s' has %lld samples, fewer than one batch of %lld%s", io->name, path,
                          (long long)a->dims[0], (long long)(io->dims[0] * ranks), ranks > 1 ? " (all ranks)" : "");
@@ -104,7 +116,7 @@ static int open_tokens(run *r) {
         return ckrt_fail(c, CKRT_ERR_IO, "cannot map '%s': %s", r->tokens, strerror(errno));
     }
     r->n_samples = n_tok > T ? (n_tok - 1) / T : 0;
-    int ranks = r->dp ? ckrt_dp_size(r->dp) : 1;
+    int ranks = ranks_of(r);
     if (r->n_samples < p->inputs[tok].dims[0] * ranks)
         return ckrt_fail(c, CKRT_ERR_USAGE, "--tokens '%s': %lld tokens make %lld windows of %lld + 1, fewer than one batch of %lld",
                          r->tokens, (long long)n_tok, (long long)r->n_samples, (long long)T, (long long)(p->inputs[tok].dims[0] * ranks));
@@ -133,7 +145,7 @@ int ckrt_run_open_data(run *r) {
                              r->data[0].path, (long long)r->n_samples, r->data[k].path, (long long)n);
         r->n_samples = n;
     }
-    int ranks = r->dp ? ckrt_dp_size(r->dp) : 1;
+    int ranks = ranks_of(r);
     r->batch = r->p->inputs[r->data[0].input].dims[0];
     r->batches_per_epoch = r->n_samples / (r->batch * ranks);
     int64_t from_epochs = (r->epochs ? r->epochs : 1) * r->batches_per_epoch;
@@ -157,10 +169,8 @@ int ckrt_run_feed(run *r, int64_t step) {
     int64_t e = step / r->batches_per_epoch, k = step % r->batches_per_epoch;
     if (k == 0 || step == r->first_step) epoch_order(r, e);
     r->epoch = e;
-    int ranks = r->dp ? ckrt_dp_size(r->dp) : 1, rank = r->dp ? ckrt_dp_rank(r->dp) : 0;
-    const int64_t *rows = r->order + k * r->batch * ranks + rank * r->batch;
-    bool contiguous = true;
-    for (int64_t i = 1; contiguous && i < r->batch; i++) contiguous = rows[i] == rows[0] + i;
+    bool contiguous;
+    const int64_t *rows = batch_rows(r, step, &contiguous);
     for (int d = 0; d < r->n_data; d++) {
         const ckrt_io *io = &r->p->inputs[r->data[d].input];
         int64_t row = ckrt_numel(io->rank - 1, io->dims + 1) * (int64_t)ckrt_dtype_size(io->dtype);
@@ -192,11 +202,9 @@ int ckrt_run_feed(run *r, int64_t step) {
 int ckrt_run_data_context(run *r, int64_t step, int rc) {
     if (r->n_data == 0 || !rc) return rc;
     ckrt_ctx *c = &r->c;
-    int ranks = r->dp ? ckrt_dp_size(r->dp) : 1, rank = r->dp ? ckrt_dp_rank(r->dp) : 0;
-    const int64_t *rows = r->order + step % r->batches_per_epoch * r->batch * ranks + rank * r->batch;
+    bool contiguous;
+    const int64_t *rows = batch_rows(r, step, &contiguous);
     char list[600] = "";
-    bool contiguous = true;
-    for (int64_t i = 1; contiguous && i < r->batch; i++) contiguous = rows[i] == rows[0] + i;
     if (contiguous) {
         snprintf(list, sizeof list, "rows %lld-%lld", (long long)rows[0], (long long)(rows[0] + r->batch - 1));
     } else {
