@@ -178,6 +178,89 @@ static int segment_cuts(const ck_graph *g, const ck_options *o, int nf, int *seg
     return cur + 1;
 }
 
+/* blocks by structure: the forward cut at its cut points into chunks, each chunk's signature
+ * the ops and output shapes of its nodes. A unit is a run of p consecutive chunks repeated right
+ * after itself (the same signatures) at least twice; the longest such repetition (most nodes
+ * covered; ties: the shorter period) is taken first, then the next among the chunks left, and so
+ * on. Each repetition of a unit is a segment; the chunks no unit covers (glue: the stem, the
+ * head, a block that is not repeated) join the segment before them (the first ones the one
+ * after). Returns the count of segments, 0 when nothing repeats; *units: how many distinct
+ * units were found. */
+static uint64_t chunk_signature(const ck_graph *g, int from, int to) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = from; i < to; i++) {
+        const ck_node *n = g->nodes[i];
+        h = (h ^ (uint64_t)n->op) * 1099511628211ull;
+        for (int k = 0; k < n->n_out; k++) {
+            const ck_value *v = n->out[k];
+            if (!v) continue;
+            h = (h ^ (uint64_t)v->rank) * 1099511628211ull;
+            for (int r = 0; r < v->rank; r++) h = (h ^ (uint64_t)v->dims[r]) * 1099511628211ull;
+        }
+    }
+    return h;
+}
+
+static int segment_structure(const ck_graph *g, int nf, int *seg, int *units) {
+    bool *cut = calloc((size_t)nf + 1, 1);
+    int *start = malloc(sizeof(int) * (size_t)(nf + 2)), *unit_seg = malloc(sizeof(int) * (size_t)(nf + 1));
+    CK_ASSERT(cut && start && unit_seg);
+    cut_points(g, nf, cut);
+    int nch = 0;
+    for (int i = 0; i < nf; i++) {
+        if (i == 0 || cut[i - 1]) start[nch++] = i;
+    }
+    start[nch] = nf;
+    uint64_t *sig = malloc(sizeof(uint64_t) * (size_t)(nch + 1));
+    CK_ASSERT(sig);
+    for (int c = 0; c < nch; c++) sig[c] = chunk_signature(g, start[c], start[c + 1]), unit_seg[c] = -1;
+    int nseg = 0;
+    *units = 0;
+    for (;;) {
+        int best_s = -1, best_p = 0, best_r = 0, best_nodes = 0;
+        for (int p = 1; p <= nch / 2; p++)
+            for (int s0 = 0; s0 + 2 * p <= nch; s0++) {
+                bool free_run = true;
+                for (int c = s0; free_run && c < s0 + p; c++) free_run = unit_seg[c] < 0;
+                if (!free_run) continue;
+                int r = 1;
+                for (;;) {
+                    int b = s0 + r * p;
+                    bool same = b + p <= nch;
+                    for (int c = 0; same && c < p; c++) same = unit_seg[b + c] < 0 && sig[b + c] == sig[s0 + c];
+                    if (!same) break;
+                    r++;
+                }
+                int nodes = start[s0 + r * p] - start[s0];
+                if (r >= 2 && nodes > best_nodes) best_s = s0, best_p = p, best_r = r, best_nodes = nodes;
+            }
+        if (best_s < 0) break;
+        for (int k = 0; k < best_r; k++, nseg++)
+            for (int c = 0; c < best_p; c++) unit_seg[best_s + k * best_p + c] = nseg;
+        (*units)++;
+    }
+    if (nseg > 0) {
+        /* segment numbers in graph order, glue chunks to the segment before (the first ones after) */
+        int *renum = malloc(sizeof(int) * (size_t)(nseg + 1)), next = 0, prev = -1;
+        CK_ASSERT(renum);
+        for (int k = 0; k < nseg; k++) renum[k] = -1;
+        for (int c = 0; c < nch; c++)
+            if (unit_seg[c] >= 0 && renum[unit_seg[c]] < 0) renum[unit_seg[c]] = next++;
+        int first_unit = -1;
+        for (int c = 0; c < nch && first_unit < 0; c++)
+            if (unit_seg[c] >= 0) first_unit = renum[unit_seg[c]];
+        for (int c = 0; c < nch; c++) {
+            int sgm = unit_seg[c] >= 0 ? renum[unit_seg[c]] : prev >= 0 ? prev : first_unit;
+            prev = sgm;
+            for (int i = start[c]; i < start[c + 1]; i++) seg[i] = sgm;
+        }
+        nseg = next;
+        free(renum);
+    }
+    free(cut), free(start), free(unit_seg), free(sig);
+    return nseg;
+}
+
 /* seg[i] for forward node i: segment number, or -1 (not checkpointed). Returns the count. */
 static int segment(const ck_graph *g, const ck_options *o, int nf, int *seg, ck_diag *d, ck_status *st) {
     for (int i = 0; i < nf; i++) seg[i] = -1;
@@ -186,6 +269,17 @@ static int segment(const ck_graph *g, const ck_options *o, int nf, int *seg, ck_
     switch (o->checkpoint) {
     case CK_CKPT_NONE: break;
     case CK_CKPT_BLOCKS:
+        if (o->blocks_by_structure) {
+            int units = 0;
+            nseg = segment_structure(g, nf, seg, &units);
+            if (nseg == 0) { /* nothing repeats: the sqrt segmentation */
+                ck_options t = *o;
+                t.checkpoint = CK_CKPT_SQRT;
+                nseg = segment_cuts(g, &t, nf, seg);
+            }
+            break;
+        }
+        /* fall through */
     case CK_CKPT_BUDGET:
         nseg = segment_blocks(g, o, nf, seg, d, st);
         if (nseg < 0) nseg = segment_cuts(g, o, nf, seg);
@@ -391,6 +485,16 @@ static ck_status fwd_segments_init(fwd_segments *f, const ck_graph *g, const ck_
         if (f->seg[i] >= 0) f->seg_nodes[fill[f->seg[i]]++] = i;
     free(fill);
     return CK_OK;
+}
+
+int ck_checkpoint_units(const ck_graph *g) {
+    int nf = 0, units = 0;
+    while (nf < g->n_nodes && is_forward(g->nodes[nf])) nf++;
+    int *seg = malloc(sizeof(int) * (size_t)(nf + 1));
+    CK_ASSERT(seg);
+    segment_structure(g, nf, seg, &units);
+    free(seg);
+    return units;
 }
 
 ck_status ck_checkpoint_candidates(const ck_graph *g, const ck_options *o, ck_ckpt_candidates *c, ck_diag *d) {

@@ -35,6 +35,8 @@ typedef struct ck_options {
     int checkpoint_k;             /* every:K */
     const char *checkpoint_regex; /* nodes:REGEX */
     const char *block_regex;      /* --block-regex */
+    bool blocks_by_structure;     /* blocks: repeated units of the graph itself, not scope names
+                                   * (the search plans both and keeps the lower peak, search.c) */
     bool offload;                 /* --offload: checkpoints go to the host pool */
     const char *policy_name;      /* as the user wrote it, for reports ("blocks", "every:2") */
     int64_t budget;               /* budget:SIZE, bytes */
@@ -122,6 +124,8 @@ typedef struct ck_ckpt_candidates {
 } ck_ckpt_candidates;
 ck_status ck_checkpoint_candidates(const ck_graph *g, const ck_options *o, ck_ckpt_candidates *c, ck_diag *d);
 void ck_checkpoint_candidates_free(ck_ckpt_candidates *c);
+/* How many kinds of unit the forward of g repeats (blocks by structure, checkpoint.c). */
+int ck_checkpoint_units(const ck_graph *g);
 
 /* The plan search (search.c): *g is the trained graph (after ck_pass_optimizer, or after
  * ck_pass_lower with --infer); on return it is the planned graph the options ask for (on an

@@ -23,6 +23,9 @@
  *   --data-parallel  without --dp-bucket, the bucket is halved while a staging holds the peak and
  *                    halving lowers it; with --dp-overlap=auto, the overlapped schedule is kept
  *                    unless all buckets after the backward plan a lower peak.
+ *   blocks           the module scopes of node names and the units the graph itself repeats are
+ *                    both planned, the lower peak kept (the names on a tie); with no repeated unit
+ *                    the structural try is the sqrt segmentation.
  *   --clip-grad-norm  its updates run after the whole backward; a second plan with early updates
  *                    says what that costs (a note, nothing chosen).
  * What the search chose goes to the caller's notes, one line each (the CLI prints them).
@@ -61,6 +64,7 @@ static ck_status plan_try(const search *s, const ck_options *o, ck_graph **out, 
 /* Is there nothing to choose, so that one plan of the trained graph itself settles it? */
 static bool one_try(const ck_options *o) {
     if (o->checkpoint == CK_CKPT_BUDGET || o->offload || o->clip_grad_norm > 0) return false;
+    if (o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex)) return false; /* names or structure */
     return !o->data_parallel || (o->dp_bucket_bytes > 0 && o->dp_overlap >= 0);
 }
 
@@ -294,11 +298,41 @@ static void note_clip_cost(const search *s, const ck_options *o, const ck_graph 
 
 /* ---------------------------------------------------------------- the search */
 
-ck_status ck_plan_search(ck_graph **gp, const ck_options *o, ck_check_fn check, ck_diag *notes, ck_diag *d) {
+/* blocks without --block-regex: the units the scope names give and the units the graph repeats
+ * (checkpoint.c) are both planned; the lower peak wins (ties: the names). Sets
+ * o->blocks_by_structure to the choice, for the tries after it. */
+static void plan_blocks(const search *s, ck_options *o, ck_graph **g) {
+    ck_options t = *o;
+    t.blocks_by_structure = true;
+    ck_graph *g2 = NULL;
+    int units = ck_checkpoint_units(s->trained);
+    if (plan_quietly(s, &t, &g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
+        if (units)
+            ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: the units the graph repeats (%d kind%s; %d segments recomputed) plan a lower peak "
+                        "than the module scopes in node names (%lld < %lld bytes): segmented by structure", units, units == 1 ? "" : "s", g2->n_segments,
+                        (long long)g2->plan.arena_bytes, (long long)(*g)->plan.arena_bytes);
+        else
+            ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: the graph repeats no unit and its node names carry no useful blocks: "
+                        "the sqrt segmentation (%d segments recomputed, %lld < %lld bytes)", g2->n_segments, (long long)g2->plan.arena_bytes,
+                        (long long)(*g)->plan.arena_bytes);
+        ck_graph_free(*g);
+        *g = g2;
+        g2 = NULL;
+        o->blocks_by_structure = true;
+    } else if ((*g)->n_segments == 0) {
+        ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: no segmentation lowers the planned peak (module scopes, %d repeated "
+                    "units, sqrt): nothing is recomputed", units);
+    }
+    ck_graph_free(g2);
+}
+
+ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn check, ck_diag *notes, ck_diag *d) {
     ck_graph *trained = *gp, *g = NULL;
     search s = {.trained = trained, .check = check, .notes = notes};
+    ck_options oo = *opts, *o = &oo; /* what the search settles (the blocks' kind) goes on in it */
     if (one_try(o)) return plan_passes(&s, trained, o, d); /* no clone: nothing else to try */
     ck_status st = o->checkpoint == CK_CKPT_BUDGET ? plan_budget(&s, o, &g, d) : plan_try(&s, o, &g, d);
+    if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->infer) plan_blocks(&s, o, &g);
     if (!st && o->offload && o->checkpoint != CK_CKPT_BUDGET) plan_offload(&s, o, &g);
     if (!st) plan_data_parallel(&s, o, &g);
     if (!st && o->clip_grad_norm > 0 && g && g->loss) note_clip_cost(&s, o, g);
