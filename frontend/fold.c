@@ -192,6 +192,41 @@ static bool eval_slice(ck_node *n, ck_value *o) {
     return true;
 }
 
+/* Pad's source index along one axis of length len for output index o, or -1 (constant mode,
+ * outside the input): reflect mirrors with period 2 (len - 1), edge clamps. */
+static int64_t pad_axis_src(int64_t o, int64_t len, int64_t begin, int mode) {
+    int64_t t = o - begin;
+    if (t >= 0 && t < len) return t;
+    if (mode == CK_PAD_CONSTANT) return -1;
+    if (mode == CK_PAD_EDGE || len == 1) return t < 0 ? 0 : len - 1;
+    int64_t p = 2 * (len - 1);
+    t %= p;
+    if (t < 0) t += p;
+    return t < len ? t : p - t;
+}
+
+static bool eval_pad(ck_node *n, ck_value *o) {
+    int64_t begin[CK_MAX_RANK], end[CK_MAX_RANK];
+    int mode;
+    if (ck_pad_params(n, begin, end, &mode, NULL)) return false;
+    const ck_value *x = n->in[0];
+    const ck_value *cv = n->n_in > 2 ? n->in[2] : NULL;
+    const ck_attr *va = ck_attr_find(n, "value"); /* before opset 11 */
+    int64_t idx[CK_MAX_RANK] = {0}, cnt = ck_value_numel(o);
+    for (int64_t i = 0; i < cnt; i++, next_index(idx, o->dims, o->rank)) {
+        int64_t off = 0;
+        for (int k = 0; k < x->rank && off >= 0; k++) {
+            int64_t s = pad_axis_src(idx[k], x->dims[k], begin[k], mode);
+            off = s < 0 ? -1 : off * x->dims[k] + s;
+        }
+        if (off >= 0) copy_elem(o, i, x, off);
+        else if (cv) copy_elem(o, i, cv, 0);
+        else if (va && ck_dtype_is_float(o->dtype)) ck_value_set_f(o, i, va->f);
+        else ck_value_set_i(o, i, 0);
+    }
+    return true;
+}
+
 static bool eval_gather(ck_node *n, ck_value *o) {
     const ck_value *x = n->in[0], *ix = n->in[1];
     int64_t axis = ck_attr_int(n, "axis", 0);

@@ -731,6 +731,75 @@ ck_status ck_infer_slice(ck_node *n, ck_diag *d) {
     return CK_OK;
 }
 
+/* Resolves Pad's pads (input 1, or the attribute before opset 11) over the axes (input 3, opset
+ * 18; default all) into per-axis begin and end counts for every axis of the input, and its mode;
+ * shared with the constant folder, autodiff and codegen through ck_pad_params. */
+ck_status ck_pad_params(const ck_node *n, int64_t *begin, int64_t *end, int *mode, ck_diag *d) {
+    const ck_value *x = n->in[0];
+    int64_t pads[2 * CK_MAX_RANK], ax[CK_MAX_RANK];
+    int np, nax = x->rank;
+    ck_node *m = (ck_node *)n;
+    char b[300];
+    const char *ms = ck_attr_str(n, "mode", "constant");
+    if (strcmp(ms, "constant") == 0) *mode = CK_PAD_CONSTANT;
+    else if (strcmp(ms, "reflect") == 0) *mode = CK_PAD_REFLECT;
+    else if (strcmp(ms, "edge") == 0) *mode = CK_PAD_EDGE;
+    else return node_err(d, n, CK_ERR_UNSUPPORTED, "mode '%s' is not supported (constant, reflect and edge are; wrap is Pad-19)", ms);
+    if (has_in(n, 1)) {
+        if (const_ints(m, 1, pads, 2 * CK_MAX_RANK, &np, d)) return CK_ERR_UNSUPPORTED;
+    } else {
+        np = attr_ints(n, "pads", pads, 2 * CK_MAX_RANK);
+        if (np < 0) return node_err(d, n, CK_ERR_MODEL, "has neither a pads input nor a pads attribute");
+    }
+    if (has_in(n, 3)) {
+        if (const_ints(m, 3, ax, CK_MAX_RANK, &nax, d)) return CK_ERR_UNSUPPORTED;
+    } else {
+        for (int i = 0; i < x->rank; i++) ax[i] = i;
+    }
+    if (np != 2 * nax)
+        return node_err(d, n, CK_ERR_SHAPE, "pads has %d values but %s needs 2 x %d", np, in_desc(n, 0, b, sizeof b), nax);
+    for (int i = 0; i < x->rank; i++) begin[i] = end[i] = 0;
+    bool seen[CK_MAX_RANK] = {0};
+    for (int i = 0; i < nax; i++) {
+        int64_t a = ax[i];
+        if (!norm_axis(&a, x->rank) || seen[a])
+            return node_err(d, n, CK_ERR_SHAPE, "axis %lld is out of range or repeated for %s", (long long)ax[i],
+                            in_desc(n, 0, b, sizeof b));
+        seen[a] = true;
+        int64_t pb = pads[i], pe = pads[i + nax], len = x->dims[a];
+        if (pb < -len || pe < -len || pb > CK_MAX_NUMEL || pe > CK_MAX_NUMEL || len + pb + pe < 0)
+            return node_err(d, n, CK_ERR_SHAPE, "pads %lld and %lld on axis %lld of %s leave a negative size", (long long)pb,
+                            (long long)pe, (long long)a, in_desc(n, 0, b, sizeof b));
+        if (*mode != CK_PAD_CONSTANT && len == 0 && len + pb + pe > 0)
+            return node_err(d, n, CK_ERR_SHAPE, "%s mode cannot pad axis %lld of %s: it is empty", ms, (long long)a,
+                            in_desc(n, 0, b, sizeof b));
+        begin[a] = pb;
+        end[a] = pe;
+    }
+    return CK_OK;
+}
+
+ck_status ck_infer_pad(ck_node *n, ck_diag *d) {
+    const ck_value *x = n->in[0];
+    int64_t begin[CK_MAX_RANK], end[CK_MAX_RANK], dims[CK_MAX_RANK];
+    int mode;
+    char b[300];
+    ck_status st = ck_pad_params(n, begin, end, &mode, d);
+    if (st) return st;
+    if (has_in(n, 2)) {
+        const ck_value *v = n->in[2];
+        if (v->dtype != x->dtype || ck_value_numel(v) != 1 || v->rank > 1)
+            return node_err(d, n, CK_ERR_SHAPE, "%s must be one element of the data's dtype %s", in_desc(n, 2, b, sizeof b),
+                            ck_dtype_name(x->dtype));
+        if (!v->data)
+            return node_err(d, n, CK_ERR_UNSUPPORTED, "%s must be a constant known at compile time, but it is computed at run time",
+                            in_desc(n, 2, b, sizeof b));
+    }
+    for (int i = 0; i < x->rank; i++) dims[i] = x->dims[i] + begin[i] + end[i];
+    set_out(n, 0, x->dtype, x->rank, dims);
+    return CK_OK;
+}
+
 ck_status ck_infer_gather(ck_node *n, ck_diag *d) {
     const ck_value *x = n->in[0], *idx = n->in[1];
     int64_t axis = ck_attr_int(n, "axis", 0);

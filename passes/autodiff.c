@@ -482,6 +482,21 @@ static ck_status ck_grad_slice(ck_ad *a, ck_node *n, ck_value **dy, ck_value **d
     return CK_OK;
 }
 
+/* Pad: one PadGrad (dy) -> dx that sums, for each dx element, the dy elements Pad copied from it
+ * (constant mode: at most one; reflect and edge: the mirrored or clamped ones too). */
+static ck_status ck_grad_pad(ck_ad *a, ck_node *n, ck_value **dy, ck_value **dx) {
+    if (!wants(a, n, 0)) return CK_OK;
+    int64_t begin[CK_MAX_RANK], end[CK_MAX_RANK];
+    int mode;
+    CK_ASSERT(ck_pad_params(n, begin, end, &mode, NULL) == CK_OK);
+    ck_node *m = node(a, CK_OP_PAD_GRAD, 1, &dy[0], 1);
+    attr_is(a, m, "input_shape", n->in[0]->rank, n->in[0]->dims);
+    attr_is(a, m, "pads_begin", n->in[0]->rank, begin);
+    attr_i(a, m, "mode", mode);
+    dx[0] = done(a, m)->out[0];
+    return CK_OK;
+}
+
 static ck_status ck_grad_gather(ck_ad *a, ck_node *n, ck_value **dy, ck_value **dx) {
     if (!wants(a, n, 0)) return CK_OK;
     ck_node *m = node(a, CK_OP_GATHER_GRAD, 2, (ck_value *[]){dy[0], n->in[1]}, 1);

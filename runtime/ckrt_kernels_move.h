@@ -61,6 +61,38 @@ CK_DEV int64_t ck_k_gather_src(int64_t i, const void *idx, int idx_i64, int64_t 
     return v < 0 ? -1 : (o * len + v) * inner + r;
 }
 
+/* ---------------------------------------------------------------- pad */
+
+/* Pad's source along one axis: the input index that output index o (begin pads before the
+ * input's len elements) copies, or -1 in constant mode outside the input. Reflect mirrors about
+ * the first and last elements (period 2 (len - 1), so pads longer than the axis keep
+ * mirroring), edge repeats them. mode: CKRT_PAD_CONSTANT, _REFLECT or _EDGE. */
+CK_DEV int64_t ck_k_pad_axis_src(int64_t o, int64_t len, int64_t begin, int mode) {
+    int64_t t = o - begin;
+    if (t >= 0 && t < len) return t;
+    if (mode == CKRT_PAD_CONSTANT) return -1;
+    if (mode == CKRT_PAD_EDGE || len == 1) return t < 0 ? 0 : len - 1;
+    int64_t p = 2 * (len - 1);
+    t %= p;
+    if (t < 0) t += p;
+    return t < len ? t : p - t;
+}
+
+/* Output element i of y: (out_dims) copies the returned element of x: (in_dims), or the
+ * constant when -1. in_dims, out_dims, begin: (rank) */
+CK_DEV int64_t ck_k_pad_src(int64_t i, int rank, const int64_t *in_dims, const int64_t *out_dims, const int64_t *begin,
+                            int mode) {
+    int64_t src = 0, stride = 1;
+    for (int k = rank - 1; k >= 0; k--) {
+        int64_t s = ck_k_pad_axis_src(i % out_dims[k], in_dims[k], begin[k], mode);
+        if (s < 0) return -1;
+        i /= out_dims[k];
+        src += s * stride;
+        stride *= in_dims[k];
+    }
+    return src;
+}
+
 /* ---------------------------------------------------------------- trilu */
 
 /* Is element i of (batch, rows, cols) kept? upper: j - i >= k; lower: j - i <= k. */

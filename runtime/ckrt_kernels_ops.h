@@ -75,5 +75,7 @@ enum { CKRT_UNARY_OPS(CKRT_CODE_) CKRT_NOT };
 enum { CKRT_CLIP_GRAD = 100 };
 enum { CKRT_REDUCE_SUM, CKRT_REDUCE_MEAN };
 enum { CKRT_POOL_MAX, CKRT_POOL_AVG };
+/* Pad's modes (the order of ckptc's CK_PAD_*) */
+enum { CKRT_PAD_CONSTANT, CKRT_PAD_REFLECT, CKRT_PAD_EDGE };
 
 #endif

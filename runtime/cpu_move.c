@@ -1,5 +1,5 @@
 /* cpu_move.c — the CPU backend's data-movement kernels: strided copy (Transpose, Slice, Expand),
- * Concat, Split, Gather, Trilu, fill (ConstantOfShape) and Range.
+ * Concat, Split, Gather, Pad, Trilu, fill (ConstantOfShape) and Range.
  *
  * Every kernel is dtype-agnostic: elements are esz opaque bytes (float16 included). The index
  * arithmetic comes from the bodies in ckrt_kernels_move.h; here it is evaluated once per output
@@ -121,6 +121,20 @@ int ckrt_trilu(ckrt_ctx *c, size_t esz, void *y, const void *x, int64_t batch, i
     for (int64_t i = 0; i < n; i++) {
         if (ck_k_trilu_keep(i, rows, cols, k, upper)) copy_elem(yb + i * (int64_t)esz, xb + i * (int64_t)esz, esz);
         else memset(yb + i * (int64_t)esz, 0, esz);
+    }
+    return CKRT_OK;
+}
+
+int ckrt_pad(ckrt_ctx *c, size_t esz, void *y, const void *x, int rank, const int64_t *in_dims, const int64_t *out_dims,
+             const int64_t *begin, int mode, const void *value) {
+    (void)c;
+    unsigned char *yb = y;
+    const unsigned char *xb = x;
+    int64_t n = 1;
+    for (int k = 0; k < rank; k++) n *= out_dims[k];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t src = ck_k_pad_src(i, rank, in_dims, out_dims, begin, mode);
+        copy_elem(yb + i * (int64_t)esz, src < 0 ? (const unsigned char *)value : xb + src * (int64_t)esz, esz);
     }
     return CKRT_OK;
 }

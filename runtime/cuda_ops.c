@@ -552,6 +552,31 @@ static int cu_slice_grad(ckrt_ctx *c, size_t esz, void *dx, const void *dy, int 
     return g_slice_grad(c, prod(rank, dy_dims), &e, &DX, &DY, &rank, &D, &S, &base);
 }
 
+static int cu_pad(ckrt_ctx *c, size_t esz, void *y, const void *x, int rank, const int64_t *in_dims, const int64_t *out_dims,
+                  const int64_t *begin, int mode, const void *value) {
+    ck_dims I, O, B;
+    ck_value16 v;
+    if (esz > sizeof v) return ckrt_fail(c, CKRT_ERR_INTERNAL, "pad with %zu-byte elements", esz);
+    memset(&v, 0, sizeof v);
+    memcpy(&v, value, esz); /* a host literal in the generated code */
+    CKRT_TRY(dims_of(c, rank, in_dims, &I));
+    CKRT_TRY(dims_of(c, rank, out_dims, &O));
+    CKRT_TRY(dims_of(c, rank, begin, &B));
+    ckrt_dptr Y = P(y), X = P(x);
+    int e = (int)esz;
+    return g_pad(c, prod(rank, out_dims), &e, &Y, &X, &rank, &I, &O, &B, &mode, &v);
+}
+
+static int cu_pad_grad(ckrt_ctx *c, float *dx, const float *dy, int rank, const int64_t *in_dims, const int64_t *out_dims,
+                       const int64_t *begin, int mode) {
+    ck_dims I, O, B;
+    CKRT_TRY(dims_of(c, rank, in_dims, &I));
+    CKRT_TRY(dims_of(c, rank, out_dims, &O));
+    CKRT_TRY(dims_of(c, rank, begin, &B));
+    ckrt_dptr DX = P(dx), DY = P(dy);
+    return g_pad_grad(c, prod(rank, in_dims), &DX, &DY, &rank, &I, &O, &B, &mode);
+}
+
 /* Only on the rerun after a non-finite loss: the values are read back and checked here. */
 static int cu_check_finite(ckrt_ctx *c, const float *x, int64_t n) {
     float *h = malloc(sizeof(float) * (size_t)(n ? n : 1));

@@ -732,6 +732,52 @@ def _gather(c, key):
     c.ref = lambda P, I: [t_gather(P["data"], I["indices"], axis)]
 
 
+def t_pad(x, pads, mode, value=0.0, axes=None):
+    """ONNX Pad: per axis, source indices from numpy's pad of an index range (reflect mirrors
+    periodically, edge repeats; a negative pad crops), or the constant outside the input."""
+    rank = x.dim()
+    axes = list(range(rank)) if axes is None else [a % rank for a in axes]
+    for k, a in enumerate(axes):
+        pb, pe, n = pads[k], pads[k + len(axes)], x.shape[a]
+        if mode == "constant":
+            src = np.arange(-max(pb, 0), n + max(pe, 0))
+        else:
+            src = np.pad(np.arange(n), (max(pb, 0), max(pe, 0)), mode=mode)
+        src = src[max(-pb, 0):len(src) - max(-pe, 0)]
+        inside = torch.tensor((src >= 0) & (src < n))
+        got = x.index_select(a, torch.tensor(np.clip(src, 0, n - 1), dtype=torch.long))
+        shape = [1] * rank
+        shape[a] = len(src)
+        x = torch.where(inside.reshape(shape), got, torch.full_like(got, value))
+    return x
+
+
+PADS = [  # name, shape, pads, mode, constant value, axes
+    ("pad_constant_zero_nchw", (2, 3, 4, 5), [0, 0, 1, 2, 0, 0, 2, 1], "constant", None, None),
+    ("pad_constant_value_crop", (3, 6), [2, -1, -2, 3], "constant", 1.5, None),
+    ("pad_reflect_hw", (2, 2, 4, 5), [0, 0, 2, 3, 0, 0, 3, 1], "reflect", None, None),
+    ("pad_reflect_longer_than_axis", (2, 3), [4, 5, 3, 2], "reflect", None, None),
+    ("pad_reflect_len1_axis", (1, 4), [2, 1, 1, 2], "reflect", None, None),
+    ("pad_edge_hw", (2, 3, 4), [0, 3, 1, 0, 2, 4], "edge", None, None),
+    ("pad_edge_crop", (4, 5), [-1, 2, 3, -2], "edge", None, None),
+    ("pad_reflect_axes_opset18", (2, 3, 5), [2, 1, 1, 3], "reflect", None, [-1, 1]),
+]
+
+
+@cases([(p[0], p[1:]) for p in PADS])
+def _pad(c, key):
+    shape, pads, mode, value, axes = key
+    x = c.param("x", c.normal(shape))
+    ins = [x, c.ints(pads)]
+    if value is not None or axes is not None:
+        ins.append(c.const(np.float32(value or 0.0)) if value is not None else "")
+    if axes is not None:
+        ins.append(c.ints(axes))
+        c.opset = 18
+    c.out(c.node("Pad", ins, mode=mode))
+    c.ref = lambda P, I: [t_pad(P["x"], pads, mode, value or 0.0, axes)]
+
+
 @cases([("expand_col_to_rank3", ((3, 1), [2, 3, 4])), ("expand_row", ((4,), [3, 4])),
         ("expand_shape_smaller", ((2, 3, 1), [3, 4])), ("expand_ones_in_shape", ((3, 4), [2, 1, 1])),
         ("expand_scalar", ((), [2, 3]))])
