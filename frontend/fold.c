@@ -60,6 +60,11 @@ static bool eval_binary(ck_node *n, ck_value *o) {
                 r = x / y;
                 break;
             case CK_OP_POW: ck_value_set_f(o, i, pow((double)x, ck_value_get_f(b, ib))); continue; /* saturates */
+            case CK_OP_MOD:
+                if (y == 0) return false; /* left to run time, which reports it */
+                r = y == -1 ? 0 : x % y;
+                if (r != 0 && (r < 0) != (y < 0) && !ck_attr_int(n, "fmod", 0)) r += y;
+                break;
             case CK_OP_EQUAL: r = x == y; break;
             case CK_OP_LESS: r = x < y; break;
             case CK_OP_GREATER: r = x > y; break;
@@ -74,6 +79,7 @@ static bool eval_binary(ck_node *n, ck_value *o) {
             case CK_OP_MUL: r = x * y; break;
             case CK_OP_DIV: r = x / y; break;
             case CK_OP_POW: r = pow(x, y); break;
+            case CK_OP_MOD: r = fmod(x, y); break; /* floats need fmod=1 */
             case CK_OP_EQUAL: r = x == y; break;
             case CK_OP_LESS: r = x < y; break;
             case CK_OP_GREATER: r = x > y; break;

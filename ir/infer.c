@@ -128,6 +128,18 @@ ck_status ck_infer_binary(ck_node *n, ck_diag *d) {
     return binary_shape(n, n->in[0]->dtype, d);
 }
 
+/* Mod: fmod=0 (the default) is the integer remainder with the divisor's sign, as in Python;
+ * fmod=1 C's fmod (the dividend's sign), which ONNX requires for floating-point inputs. */
+ck_status ck_infer_mod(ck_node *n, ck_diag *d) {
+    int64_t fmod = ck_attr_int(n, "fmod", 0);
+    if (fmod != 0 && fmod != 1) return node_err(d, n, CK_ERR_MODEL, "fmod=%lld must be 0 or 1", (long long)fmod);
+    if (ck_dtype_is_float(n->in[0]->dtype) && fmod == 0) {
+        char b[300];
+        return node_err(d, n, CK_ERR_MODEL, "%s is floating-point, which needs fmod=1", in_desc(n, 0, b, sizeof b));
+    }
+    return ck_infer_binary(n, d);
+}
+
 ck_status ck_infer_pow(ck_node *n, ck_diag *d) { return binary_shape(n, n->in[0]->dtype, d); }
 
 ck_status ck_infer_compare(ck_node *n, ck_diag *d) {

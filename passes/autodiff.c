@@ -280,6 +280,10 @@ static ck_status ck_grad_binary(ck_ad *a, ck_node *n, ck_value **dy, ck_value **
         if (w1) dx[1] = reduce_to(a, op2(a, CK_OP_MUL, g, op2(a, CK_OP_MUL, Y, op1(a, CK_OP_LOG, A))), B);
         break;
     }
+    case CK_OP_MOD: /* float y = fmod(a, b) = a - b trunc(a / b): da = g, db = -g trunc(a / b) = -g (a - y) / b */
+        if (w0) dx[0] = reduce_to(a, g, A);
+        if (w1) dx[1] = reduce_to(a, op1(a, CK_OP_NEG, op2(a, CK_OP_DIV, op2(a, CK_OP_MUL, g, op2(a, CK_OP_SUB, A, Y)), B)), B);
+        break;
     default: CK_ASSERT(!"binary rule");
     }
     return CK_OK;

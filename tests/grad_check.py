@@ -346,6 +346,17 @@ def _binary(c, key):
     c.ref = lambda P, I: [BINARY_FNS[op](P["a"], P["b"])]
 
 
+@cases([("mod_fmod_same", ((3, 4), (3, 4))), ("mod_fmod_bcast", ((2, 3, 4), (3, 1)))])
+def _mod(c, shapes):  # float Mod (fmod=1): a = b * (q + f) keeps a / b away from integers
+    sa, sb = shapes
+    b = c.away(sb, 0.5, 2.0)
+    q = c.rng.integers(-3, 4, sa) + np.where(c.rng.random(sa) < 0.5, -1, 1) * c.rng.uniform(0.2, 0.8, sa)
+    a = c.param("a", np.broadcast_to(b, bshape(sa, sb)).reshape(sa) * q)
+    b = c.param("b", b)
+    c.out(c.node("Mod", [a, b], fmod=1))
+    c.ref = lambda P, I: [torch.fmod(P["a"], P["b"])]
+
+
 @case("mul_fanout_square")
 def _(c):  # x * x + exp(x): three uses of one parameter accumulate
     x = c.param("x", c.normal((3, 4)))
