@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 SKIP = 77
-SAMPLES = os.environ.get("CK_EMU_SAMPLES", "mlp gpt bert resnet gpt_deep gpt4 hardmlp").split()
+SAMPLES = os.environ.get("CK_EMU_SAMPLES", "mlp gpt bert resnet gpt_deep gpt4 hardmlp padnet").split()
 VARIANTS = [("train", []), ("blocks+offload", ["--checkpoint=blocks", "--offload"]), ("infer", ["--infer"])]
 TOL = 1e-5
 
