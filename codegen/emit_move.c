@@ -1,5 +1,5 @@
 /* emit_move.c — emitters for pooling and the data-movement families: pool, transpose, concat,
- * split, slice, gather, expand, trilu, pad, constant_of_shape, range.
+ * split, slice, gather, scatter_nd, gather_nd, expand, trilu, pad, constant_of_shape, range.
  *
  * Data movement is dtype-agnostic in the runtime (elements are esz opaque bytes), so these
  * emitters accept every dtype ckptc loads. Transpose, Slice and Expand all become one
@@ -108,6 +108,62 @@ ck_status ck_emit_slice(ck_emit *e, const ck_node *n) {
         base += start[i] * xs[i];
     }
     emit_strided_copy(e, y, x, s, empty ? 0 : base);
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------- scatter_nd, gather_nd */
+
+/* The index tuples' count n and length k, and the elements of data each addresses (inner). */
+static void nd_geometry(const ck_value *data, const ck_value *idx, int *k, int64_t *n, int64_t *inner) {
+    *k = (int)idx->dims[idx->rank - 1];
+    *n = ck_emit_prod(idx->dims, 0, idx->rank - 1);
+    *inner = ck_emit_prod(data->dims, *k, data->rank);
+}
+
+ck_status ck_emit_scatter_nd(ck_emit *e, const ck_node *n) {
+    static const ck_dtype idx_ok[] = {CK_I64, CK_UNDEF};
+    const ck_value *x = n->in[0], *idx = n->in[1], *u = n->in[2], *y = n->out[0];
+    const char *red = ck_attr_str(n, "reduction", "none");
+    bool plain = strcmp(red, "none") == 0;
+    if (ck_emit_want_dtype(e, n, x, "data", plain ? any_dtype : f32_only) || ck_emit_want_dtype(e, n, idx, "indices", idx_ok))
+        return CK_ERR_UNSUPPORTED;
+    int k;
+    int64_t cnt, inner;
+    nd_geometry(x, idx, &k, &cnt, &inner);
+    ck_emit_call(e, "scatter_nd");
+    ck_emit_printf(e, ", %zu, %s, ", ck_dtype_size(x->dtype),
+                   plain ? "CKRT_SCATTER_NONE" : strcmp(red, "add") == 0 ? "CKRT_SCATTER_ADD" : "CKRT_SCATTER_MUL");
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, idx, true);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, u, true);
+    ck_emit_printf(e, ", %d, ", k);
+    ck_emit_i64s(e, k, x->dims);
+    ck_emit_printf(e, ", %lld, %lld, %lld));\n", (long long)cnt, (long long)inner, (long long)ck_value_numel(x));
+    return CK_OK;
+}
+
+ck_status ck_emit_gather_nd(ck_emit *e, const ck_node *n) {
+    static const ck_dtype idx_ok[] = {CK_I64, CK_UNDEF};
+    const ck_value *x = n->in[0], *idx = n->in[1], *y = n->out[0];
+    if (ck_emit_want_dtype(e, n, x, "data", any_dtype) || ck_emit_want_dtype(e, n, idx, "indices", idx_ok))
+        return CK_ERR_UNSUPPORTED;
+    int k;
+    int64_t cnt, inner;
+    nd_geometry(x, idx, &k, &cnt, &inner);
+    ck_emit_call(e, "gather_nd");
+    ck_emit_printf(e, ", %zu, ", ck_dtype_size(x->dtype));
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, idx, true);
+    ck_emit_printf(e, ", %d, ", k);
+    ck_emit_i64s(e, k, x->dims);
+    ck_emit_printf(e, ", %lld, %lld));\n", (long long)cnt, (long long)inner);
     return CK_OK;
 }
 

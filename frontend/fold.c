@@ -251,6 +251,56 @@ static bool eval_gather(ck_node *n, ck_value *o) {
     return true;
 }
 
+/* ScatterND / GatherND: the row of data (its first k dims) index tuple j addresses, or -1 when
+ * out of range (inference range-checks only small index tensors). */
+static int64_t nd_row(const ck_value *x, const ck_value *idx, int64_t j, int k) {
+    int64_t row = 0;
+    for (int t = 0; t < k; t++) {
+        int64_t v = ck_value_get_i(idx, j * k + t), dim = x->dims[t];
+        if (v < -dim || v >= dim) return -1;
+        row = row * dim + (v < 0 ? v + dim : v);
+    }
+    return row;
+}
+
+/* updates applied in index order: a repeated index keeps the last (none) or accumulates */
+static bool eval_scatter_nd(ck_node *n, ck_value *o) {
+    const ck_value *x = n->in[0], *idx = n->in[1], *u = n->in[2];
+    int k = (int)idx->dims[idx->rank - 1];
+    int64_t inner = 1, cnt = 1;
+    for (int t = 0; t < idx->rank - 1; t++) cnt *= idx->dims[t];
+    for (int t = k; t < x->rank; t++) inner *= x->dims[t];
+    const char *red = ck_attr_str(n, "reduction", "none");
+    bool add = strcmp(red, "add") == 0, mul = strcmp(red, "mul") == 0, isint = !ck_dtype_is_float(o->dtype);
+    memcpy(o->data, x->data, ck_value_bytes(o));
+    for (int64_t j = 0; j < cnt; j++) {
+        int64_t row = nd_row(x, idx, j, k);
+        if (row < 0) return false;
+        for (int64_t r = 0; r < inner; r++) {
+            int64_t at = row * inner + r, from = j * inner + r;
+            if (!add && !mul) copy_elem(o, at, u, from);
+            else if (isint && add) ck_value_set_i(o, at, (int64_t)((uint64_t)ck_value_get_i(o, at) + (uint64_t)ck_value_get_i(u, from)));
+            else if (isint) ck_value_set_i(o, at, (int64_t)((uint64_t)ck_value_get_i(o, at) * (uint64_t)ck_value_get_i(u, from)));
+            else if (add) ck_value_set_f(o, at, ck_value_get_f(o, at) + ck_value_get_f(u, from));
+            else ck_value_set_f(o, at, ck_value_get_f(o, at) * ck_value_get_f(u, from));
+        }
+    }
+    return true;
+}
+
+static bool eval_gather_nd(ck_node *n, ck_value *o) {
+    const ck_value *x = n->in[0], *idx = n->in[1];
+    int k = (int)idx->dims[idx->rank - 1];
+    int64_t inner = 1, cnt = ck_value_numel(o);
+    for (int t = k; t < x->rank; t++) inner *= x->dims[t];
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t row = nd_row(x, idx, i / inner, k);
+        if (row < 0) return false;
+        copy_elem(o, i, x, row * inner + i % inner);
+    }
+    return true;
+}
+
 static bool eval_transpose(ck_node *n, ck_value *o) {
     const ck_value *x = n->in[0];
     const ck_attr *pa = ck_attr_find(n, "perm");

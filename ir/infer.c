@@ -842,6 +842,65 @@ ck_status ck_infer_gather(ck_node *n, ck_diag *d) {
     return CK_OK;
 }
 
+/* ScatterND and GatherND address data: (d_0 .. d_{r-1}) with int64 indices: (i_0 .. i_{q-2}, k),
+ * each index tuple naming a slice data[t_0, .., t_{k-1}] of the trailing dims. Returns k after
+ * checking the indices (constant ones when few, as for Gather) and writes the shape
+ * (i_0 .. i_{q-2}, d_k .. d_{r-1}) of the updates (ScatterND) or output (GatherND) into dims. */
+static ck_status nd_shape(ck_node *n, int *k, int *rank, int64_t *dims, ck_diag *d) {
+    const ck_value *x = n->in[0], *idx = n->in[1];
+    char b[300], b2[300];
+    if (idx->dtype != CK_I64 || idx->rank < 1)
+        return node_err(d, n, CK_ERR_SHAPE, "indices %s must be int64 with at least one dimension", in_desc(n, 1, b, sizeof b));
+    int64_t kk = idx->dims[idx->rank - 1];
+    if (kk > x->rank)
+        return node_err(d, n, CK_ERR_SHAPE, "indices %s address %lld dims of %s", in_desc(n, 1, b, sizeof b), (long long)kk,
+                        in_desc(n, 0, b2, sizeof b2));
+    if (idx->rank - 1 + x->rank - kk > CK_MAX_RANK) return node_err(d, n, CK_ERR_UNSUPPORTED, "result rank exceeds %d", CK_MAX_RANK);
+    if (idx->data && ck_value_numel(idx) <= 256)
+        for (int64_t i = 0, c = ck_value_numel(idx); i < c; i++) {
+            int64_t v = ck_value_get_i(idx, i), dim = x->dims[i % kk];
+            if (v < -dim || v >= dim)
+                return node_err(d, n, CK_ERR_SHAPE, "index %lld is out of range for axis %lld of %s", (long long)v,
+                                (long long)(i % kk), in_desc(n, 0, b, sizeof b));
+        }
+    int r = 0;
+    for (int i = 0; i < idx->rank - 1; i++) dims[r++] = idx->dims[i];
+    for (int i = (int)kk; i < x->rank; i++) dims[r++] = x->dims[i];
+    *k = (int)kk;
+    *rank = r;
+    return CK_OK;
+}
+
+ck_status ck_infer_scatter_nd(ck_node *n, ck_diag *d) {
+    const ck_value *x = n->in[0], *u = n->in[2];
+    int64_t dims[CK_MAX_RANK];
+    int k, r;
+    char b[300], b2[300];
+    const char *red = ck_attr_str(n, "reduction", "none");
+    if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "mul"))
+        return node_err(d, n, CK_ERR_UNSUPPORTED, "reduction '%s' is not supported (none, add and mul are)", red);
+    ck_status st = nd_shape(n, &k, &r, dims, d);
+    if (st) return st;
+    bool same = u->rank == r && u->dtype == x->dtype;
+    for (int i = 0; same && i < r; i++) same = u->dims[i] == dims[i];
+    if (!same)
+        return node_err(d, n, CK_ERR_SHAPE, "updates %s do not fit data %s and its indices", in_desc(n, 2, b, sizeof b),
+                        in_desc(n, 0, b2, sizeof b2));
+    copy_out(n, 0, x);
+    return CK_OK;
+}
+
+ck_status ck_infer_gather_nd(ck_node *n, ck_diag *d) {
+    int64_t dims[CK_MAX_RANK];
+    int k, r;
+    if (ck_attr_int(n, "batch_dims", 0) != 0)
+        return node_err(d, n, CK_ERR_UNSUPPORTED, "batch_dims=%lld is not supported (0 is)", (long long)ck_attr_int(n, "batch_dims", 0));
+    ck_status st = nd_shape(n, &k, &r, dims, d);
+    if (st) return st;
+    set_out(n, 0, n->in[0]->dtype, r, dims);
+    return CK_OK;
+}
+
 static ck_status axes_arg(ck_node *n, int64_t *axes, int *na, ck_diag *d) {
     if (has_in(n, 1)) return const_ints(n, 1, axes, CK_MAX_RANK, na, d);
     *na = attr_ints(n, "axes", axes, CK_MAX_RANK);

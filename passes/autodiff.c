@@ -511,6 +511,35 @@ static ck_status ck_grad_gather(ck_ad *a, ck_node *n, ck_value **dy, ck_value **
     return CK_OK;
 }
 
+/* ScatterND (data, indices, updates): d updates = GatherND(dy, indices); d data = dy with the
+ * scattered positions zeroed (ScatterND of zeros; reduction none) or dy itself (add). mul would
+ * need the products of the other updates: refused. */
+static ck_status ck_grad_scatter_nd(ck_ad *a, ck_node *n, ck_value **dy, ck_value **dx) {
+    const char *red = ck_attr_str(n, "reduction", "none");
+    if (strcmp(red, "mul") == 0) return unsupported(a, n, "reduction 'mul' has no gradient rule (none and add do)");
+    if (wants(a, n, 0)) {
+        if (strcmp(red, "add") == 0) {
+            dx[0] = dy[0];
+        } else {
+            ck_value *in[3] = {dy[0], n->in[1], zeros_like(a, n->in[2])};
+            dx[0] = done(a, node(a, CK_OP_SCATTER_ND, 3, in, 1))->out[0];
+        }
+    }
+    if (wants(a, n, 2)) dx[2] = op2(a, CK_OP_GATHER_ND, dy[0], n->in[1]);
+    return CK_OK;
+}
+
+/* GatherND (data, indices): d data = ScatterND(zeros, indices, dy, reduction add), the
+ * repeated indices accumulating in index order. */
+static ck_status ck_grad_gather_nd(ck_ad *a, ck_node *n, ck_value **dy, ck_value **dx) {
+    if (!wants(a, n, 0)) return CK_OK;
+    ck_value *in[3] = {zeros_like(a, n->in[0]), n->in[1], dy[0]};
+    ck_node *m = node(a, CK_OP_SCATTER_ND, 3, in, 1);
+    ck_node_add_attr(a->g, m, (ck_attr){.name = "reduction", .kind = CK_ATTR_STRING, .s = "add"});
+    dx[0] = done(a, m)->out[0];
+    return CK_OK;
+}
+
 static ck_status ck_grad_expand(ck_ad *a, ck_node *n, ck_value **dy, ck_value **dx) {
     if (wants(a, n, 0)) dx[0] = reduce_to(a, dy[0], n->in[0]);
     return CK_OK;

@@ -68,6 +68,10 @@
     V(int64_t, k) V(int, upper)
 #define CK_G_PARAMS_pad(V, P) V(int, esz) P(void *, y) P(const void *, x) V(int, rank) V(ck_dims, in_dims) \
     V(ck_dims, out_dims) V(ck_dims, begin) V(int, mode) V(ck_value16, v)
+#define CK_G_PARAMS_scatter_nd(V, P) V(int, esz) V(int, red) P(void *, y) P(const void *, upd) \
+    P(const int64_t *, idx) V(int64_t, n_upd) V(int, k) V(ck_dims, dims) V(int64_t, inner)
+#define CK_G_PARAMS_gather_nd(V, P) V(int, esz) P(void *, y) P(const void *, x) P(const int64_t *, idx) V(int, k) \
+    V(ck_dims, dims) V(int64_t, inner)
 #define CK_G_PARAMS_fill(V, P) V(int, esz) P(void *, y) V(ck_value16, v)
 #define CK_G_PARAMS_range(V, P) V(int, dt) P(void *, y) P(const void *, start) P(const void *, delta)
 #define CK_G_PARAMS_xent_rows(V, P) P(double *, out) V(int64_t, r0) P(const float *, logits) \
@@ -159,6 +163,12 @@
       else for (int b = 0; b < esz; b++) ((uint8_t *)y)[i * esz + b] = 0;) \
     K(pad, pad, int64_t src = ck_k_pad_src(i, rank, in_dims.v, out_dims.v, begin.v, mode); \
       if (src >= 0) ck_k_copy_elem(y, i, x, src, esz); else ck_k_copy_elem(y, i, v.w, 0, esz);) \
+    K(scatter_nd, scatter_nd, if (red != CKRT_SCATTER_NONE) ck_k_scatter_nd_col(i, red, (float *)y, \
+      (const float *)upd, idx, n_upd, k, dims.v, inner); else for (int64_t j = 0; j < n_upd; j++) { \
+      int64_t row = ck_k_nd_row(idx, j, k, dims.v); if (row >= 0) ck_k_copy_elem(y, row * inner + i, upd, \
+      j * inner + i, esz); }) \
+    K(gather_nd, gather_nd, int64_t row = ck_k_nd_row(idx, i / inner, k, dims.v); \
+      if (row >= 0) ck_k_copy_elem(y, i, x, row * inner + i % inner, esz);) \
     K(fill, fill, ck_k_copy_elem(y, i, v.w, 0, esz);) \
     K(range, range, switch (dt) { case CK_K_F32: ((float *)y)[i] = (float)ck_k_range_f(i, *(const float *)start, \
       *(const float *)delta); break; case CK_K_F64: ((double *)y)[i] = ck_k_range_f(i, *(const double *)start, \

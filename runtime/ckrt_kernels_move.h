@@ -93,6 +93,34 @@ CK_DEV int64_t ck_k_pad_src(int64_t i, int rank, const int64_t *in_dims, const i
     return src;
 }
 
+/* ---------------------------------------------------------------- scatter_nd, gather_nd */
+
+/* The row of data: (dims[0] .. dims[k-1], inner) that index tuple j of idx: (n, k) addresses,
+ * negative indices counting from the end; -1 when out of range (the backend reports it first).
+ * dims: (k) */
+CK_DEV int64_t ck_k_nd_row(const int64_t *idx, int64_t j, int k, const int64_t *dims) {
+    int64_t row = 0;
+    for (int t = 0; t < k; t++) {
+        int64_t v = idx[j * k + t];
+        if (v < -dims[t] || v >= dims[t]) return -1;
+        row = row * dims[t] + (v < 0 ? v + dims[t] : v);
+    }
+    return row;
+}
+
+/* ScatterND with reduction add or mul on float32, column r of y: (rows, inner) (already data):
+ * the n updates: (n, inner) combined in index order, so repeated indices give the same bits on
+ * every backend. */
+CK_DEV void ck_k_scatter_nd_col(int64_t r, int red, float *y, const float *upd, const int64_t *idx, int64_t n, int k,
+                                const int64_t *dims, int64_t inner) {
+    for (int64_t j = 0; j < n; j++) {
+        int64_t row = ck_k_nd_row(idx, j, k, dims);
+        if (row < 0) continue;
+        if (red == CKRT_SCATTER_MUL) y[row * inner + r] *= upd[j * inner + r];
+        else y[row * inner + r] += upd[j * inner + r];
+    }
+}
+
 /* ---------------------------------------------------------------- trilu */
 
 /* Is element i of (batch, rows, cols) kept? upper: j - i >= k; lower: j - i <= k. */

@@ -80,5 +80,7 @@ enum { CKRT_REDUCE_SUM, CKRT_REDUCE_MEAN };
 enum { CKRT_POOL_MAX, CKRT_POOL_AVG };
 /* Pad's modes (the order of ckptc's CK_PAD_*) */
 enum { CKRT_PAD_CONSTANT, CKRT_PAD_REFLECT, CKRT_PAD_EDGE };
+/* ScatterND's reductions */
+enum { CKRT_SCATTER_NONE, CKRT_SCATTER_ADD, CKRT_SCATTER_MUL };
 
 #endif

@@ -135,6 +135,18 @@ int ckrt_gather(ckrt_ctx *c, size_t esz, void *y, const void *x, const void *idx
  * [-len, len) and its position. */
 int ckrt_gather_check(ckrt_ctx *c, const void *idx, ckrt_dtype idx_dt, int64_t len, int64_t n_idx);
 
+/* ScatterND (cpu_move.c): y = data: (dims[0..k), inner) (data_n elements of esz bytes), then
+ * for each index tuple j of idx: (n_upd, k) in order, row ck_k_nd_row of y is replaced by (none),
+ * or for float32 added to or multiplied by (CKRT_SCATTER_ADD, _MUL), row j of upd: (n_upd,
+ * inner). An index out of range is an error naming it. GatherND: y: (n_idx, inner) = the rows
+ * of x the index tuples address. dims: (k) */
+int ckrt_scatter_nd(ckrt_ctx *c, size_t esz, int reduction, void *y, const void *data, const int64_t *idx, const void *upd,
+                    int k, const int64_t *dims, int64_t n_upd, int64_t inner, int64_t data_n);
+int ckrt_gather_nd(ckrt_ctx *c, size_t esz, void *y, const void *x, const int64_t *idx, int k, const int64_t *dims,
+                   int64_t n_idx, int64_t inner);
+/* Their index check (host memory): fails naming the first index tuple out of range. */
+int ckrt_nd_check(ckrt_ctx *c, const int64_t *idx, int k, const int64_t *dims, int64_t n);
+
 /* x, y: (batch, rows, cols); keeps the upper (j - i >= k) or lower (j - i <= k) triangle. */
 int ckrt_trilu(ckrt_ctx *c, size_t esz, void *y, const void *x, int64_t batch, int64_t rows, int64_t cols, int64_t k,
                int upper);

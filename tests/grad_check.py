@@ -789,6 +789,39 @@ def _pad(c, key):
     c.ref = lambda P, I: [t_pad(P["x"], pads, mode, value or 0.0, axes)]
 
 
+def t_scatter_nd(data, idx, upd, reduction):
+    k = idx.shape[-1]
+    cols = tuple(torch.tensor(c, dtype=torch.long) for c in idx.reshape(-1, k).T)
+    return data.index_put(cols, upd.reshape((-1,) + tuple(data.shape[k:])), accumulate=reduction == "add")
+
+
+SCATTERS = [  # name, data shape, indices, updates shape, reduction
+    ("scatternd_rows", (5, 3), [[4], [0], [2]], (3, 3), "none"),
+    ("scatternd_elements_neg", (3, 4), [[[0, 1], [2, -1]], [[1, 0], [-3, 3]]], (2, 2), "none"),
+    ("scatternd_add_dups", (4, 2, 3), [[1], [3], [1]], (3, 2, 3), "add"),
+]
+
+
+@cases([(s[0], s[1:]) for s in SCATTERS])
+def _scatter_nd(c, key):
+    shape, idx, ushape, red = key
+    x = c.param("data", c.normal(shape))
+    u = c.param("updates", c.normal(ushape))
+    i = c.ints(idx)
+    c.out(c.node("ScatterND", [x, i, u], **({} if red == "none" else {"reduction": red})))
+    c.ref = lambda P, I: [t_scatter_nd(P["data"], np.asarray(idx), P["updates"], red)]
+
+
+@cases([("gathernd_rows_dups", ((5, 3), [[4], [0], [4]])), ("gathernd_elements", ((3, 4, 2), [[[0, 1], [2, 3]], [[2, 0], [1, 1]]]))])
+def _gather_nd(c, key):
+    shape, idx = key
+    x = c.param("data", c.normal(shape))
+    i = c.input("indices", np.asarray(idx, np.int64))
+    c.out(c.node("GatherND", [x, i]))
+    k = np.asarray(idx).shape[-1]
+    c.ref = lambda P, I: [P["data"][tuple(torch.as_tensor(I["indices"][..., t]) for t in range(k))]]
+
+
 @cases([("expand_col_to_rank3", ((3, 1), [2, 3, 4])), ("expand_row", ((4,), [3, 4])),
         ("expand_shape_smaller", ((2, 3, 1), [3, 4])), ("expand_ones_in_shape", ((3, 4), [2, 1, 1])),
         ("expand_scalar", ((), [2, 3]))])
