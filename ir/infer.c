@@ -758,6 +758,9 @@ ck_status ck_pad_params(const ck_node *n, int64_t *begin, int64_t *end, int *mod
     else if (strcmp(ms, "edge") == 0) *mode = CK_PAD_EDGE;
     else return node_err(d, n, CK_ERR_UNSUPPORTED, "mode '%s' is not supported (constant, reflect and edge are; wrap is Pad-19)", ms);
     if (has_in(n, 1)) {
+        if (!n->in[1]->data && ck_value_numel(n->in[1]) > 0) /* Swin's F.pad: computable once the shapes are static */
+            return node_err(d, n, CK_ERR_UNSUPPORTED, "pads, %s must be a constant known at compile time, but it is computed at run time",
+                            in_desc(n, 1, b, sizeof b));
         if (const_ints(m, 1, pads, 2 * CK_MAX_RANK, &np, d)) return CK_ERR_UNSUPPORTED;
     } else {
         np = attr_ints(n, "pads", pads, 2 * CK_MAX_RANK);
