@@ -111,17 +111,21 @@ class HardMLP(nn.Module):
 class PadNet(nn.Module):
     """F.pad in its three modes on a small conv net: reflect before conv1, replicate (ONNX's edge)
     before conv2, and constant with pads computed from the feature map's shape as Swin pads to a
-    multiple of its window (Mod, Sub in the exported shape subgraph), then average pooling."""
+    multiple of its window (Mod, Sub in the exported shape subgraph), then average pooling. A
+    learned gain written in place into channel 0 (`h[:, 0] = ...`) exports as ScatterND."""
 
     def __init__(self, n_classes=10, window=4):
         super().__init__()
         self.window = window
         self.conv1 = nn.Conv2d(3, 6, 3)
         self.conv2 = nn.Conv2d(6, 8, 3)
+        self.gain = nn.Parameter(1.0 + 0.5 * torch.rand(11))
         self.head = nn.Linear(8 * 3 * 3, n_classes)
 
     def forward(self, x):                                                  # x: (B, 3, 10, 10)
-        h = torch.relu(self.conv1(F.pad(x, (1, 2, 2, 1), mode="reflect")))  # (B, 6, 11, 11)
+        r = torch.relu(self.conv1(F.pad(x, (1, 2, 2, 1), mode="reflect")))  # (B, 6, 11, 11)
+        h = r.clone()
+        h[:, 0] = r[:, 0] * self.gain                                        # ScatterND
         h = self.conv2(F.pad(h, (1, 1, 0, 2), mode="replicate"))             # (B, 8, 11, 11)
         w = self.window
         pad_r, pad_b = (w - h.shape[-1] % w) % w, (w - h.shape[-2] % w) % w
@@ -315,7 +319,7 @@ SAMPLES = [
          inputs=["x"], example=lambda g: [torch.randn(2, 3, 10, 10, generator=g)],
          outputs=["logits"], dynamic_axes=None, dims={},
          labels=lambda g, ex: torch.randint(0, 10, (2,), generator=g), sgd=True,
-         fd_params=["conv1.weight", "conv2.bias"]),
+         fd_params=["conv1.weight", "gain"]),
     dict(name="gpt_deep", model=lambda: GPT(n_layer=12),
          inputs=["idx"], example=lambda g: [tokens(g, (2, 16))],
          outputs=["logits"], dynamic_axes=None, dims={}),
