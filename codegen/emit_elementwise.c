@@ -25,7 +25,7 @@ ck_status ck_emit_binary(ck_emit *e, const ck_node *n) {
     int k = 0, nk = (int)(sizeof binary_codes / sizeof binary_codes[0]);
     while (k < nk && binary_codes[k].op != n->op) k++;
     if (k == nk) return ck_emit_unsupported(e, n, "not a binary op");
-    const char *op = binary_codes[k].name;
+    const char *op = n->op == CK_OP_MOD && ck_attr_int(n, "fmod", 0) ? "CKRT_FMOD" : binary_codes[k].name;
     /* Equal also compares bools; Pow runs on float32 only */
     const ck_dtype *ok = n->op == CK_OP_EQUAL ? cmp : n->op == CK_OP_POW ? pow_ok : arith;
     if (ck_emit_want_dtype(e, n, n->in[0], "input", ok) || ck_emit_want_dtype(e, n, n->in[1], "input", ok))

@@ -1,5 +1,5 @@
 /* emit_move.c — emitters for pooling and the data-movement families: pool, transpose, concat,
- * split, slice, gather, expand, trilu, constant_of_shape, range.
+ * split, slice, gather, scatter_nd, gather_nd, expand, trilu, pad, constant_of_shape, range.
  *
  * Data movement is dtype-agnostic in the runtime (elements are esz opaque bytes), so these
  * emitters accept every dtype ckptc loads. Transpose, Slice and Expand all become one
@@ -111,6 +111,62 @@ ck_status ck_emit_slice(ck_emit *e, const ck_node *n) {
     return CK_OK;
 }
 
+/* ---------------------------------------------------------------- scatter_nd, gather_nd */
+
+/* The index tuples' count n and length k, and the elements of data each addresses (inner). */
+static void nd_geometry(const ck_value *data, const ck_value *idx, int *k, int64_t *n, int64_t *inner) {
+    *k = (int)idx->dims[idx->rank - 1];
+    *n = ck_emit_prod(idx->dims, 0, idx->rank - 1);
+    *inner = ck_emit_prod(data->dims, *k, data->rank);
+}
+
+ck_status ck_emit_scatter_nd(ck_emit *e, const ck_node *n) {
+    static const ck_dtype idx_ok[] = {CK_I64, CK_UNDEF};
+    const ck_value *x = n->in[0], *idx = n->in[1], *u = n->in[2], *y = n->out[0];
+    const char *red = ck_attr_str(n, "reduction", "none");
+    bool plain = strcmp(red, "none") == 0;
+    if (ck_emit_want_dtype(e, n, x, "data", plain ? any_dtype : f32_only) || ck_emit_want_dtype(e, n, idx, "indices", idx_ok))
+        return CK_ERR_UNSUPPORTED;
+    int k;
+    int64_t cnt, inner;
+    nd_geometry(x, idx, &k, &cnt, &inner);
+    ck_emit_call(e, "scatter_nd");
+    ck_emit_printf(e, ", %zu, %s, ", ck_dtype_size(x->dtype),
+                   plain ? "CKRT_SCATTER_NONE" : strcmp(red, "add") == 0 ? "CKRT_SCATTER_ADD" : "CKRT_SCATTER_MUL");
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, idx, true);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, u, true);
+    ck_emit_printf(e, ", %d, ", k);
+    ck_emit_i64s(e, k, x->dims);
+    ck_emit_printf(e, ", %lld, %lld, %lld));\n", (long long)cnt, (long long)inner, (long long)ck_value_numel(x));
+    return CK_OK;
+}
+
+ck_status ck_emit_gather_nd(ck_emit *e, const ck_node *n) {
+    static const ck_dtype idx_ok[] = {CK_I64, CK_UNDEF};
+    const ck_value *x = n->in[0], *idx = n->in[1], *y = n->out[0];
+    if (ck_emit_want_dtype(e, n, x, "data", any_dtype) || ck_emit_want_dtype(e, n, idx, "indices", idx_ok))
+        return CK_ERR_UNSUPPORTED;
+    int k;
+    int64_t cnt, inner;
+    nd_geometry(x, idx, &k, &cnt, &inner);
+    ck_emit_call(e, "gather_nd");
+    ck_emit_printf(e, ", %zu, ", ck_dtype_size(x->dtype));
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, idx, true);
+    ck_emit_printf(e, ", %d, ", k);
+    ck_emit_i64s(e, k, x->dims);
+    ck_emit_printf(e, ", %lld, %lld));\n", (long long)cnt, (long long)inner);
+    return CK_OK;
+}
+
 ck_status ck_emit_expand(ck_emit *e, const ck_node *n) {
     const ck_value *x = n->in[0], *y = n->out[0];
     if (ck_emit_want_dtype(e, n, x, "input", any_dtype)) return CK_ERR_UNSUPPORTED;
@@ -205,6 +261,28 @@ ck_status ck_emit_trilu(ck_emit *e, const ck_node *n) {
 }
 
 /* ConstantOfShape's value (default float 0) as a one-element compound literal of its C type. */
+/* One element literal of dtype dt inside "(const T[]){...}": element 0 of v, or `dflt` when v is
+ * NULL. */
+static void emit_elem_literal(ck_emit *e, ck_dtype dt, const ck_value *v, double dflt) {
+    if (!v) {
+        if (dt == CK_F32 || dt == CK_F64) ck_emit_printf(e, "%a", dt == CK_F32 ? (double)(float)dflt : dflt);
+        else ck_emit_printf(e, "%lld", (long long)dflt);
+        return;
+    }
+    switch (dt) {
+    case CK_F32: ck_emit_printf(e, "%a", (double)*(const float *)v->data); break;
+    case CK_F64: ck_emit_printf(e, "%a", *(const double *)v->data); break;
+    case CK_F16: ck_emit_printf(e, "0x%04x", (unsigned)*(const uint16_t *)v->data); break;
+    case CK_I64: {
+        int64_t x = *(const int64_t *)v->data;
+        if (x == INT64_MIN) ck_emit_printf(e, "INT64_MIN");
+        else ck_emit_printf(e, "%lldLL", (long long)x);
+        break;
+    }
+    default: ck_emit_printf(e, "%lld", (long long)ck_value_get_i(v, 0)); break;
+    }
+}
+
 ck_status ck_emit_constant_of_shape(ck_emit *e, const ck_node *n) {
     const ck_value *y = n->out[0];
     if (ck_emit_want_dtype(e, n, y, "output", any_dtype)) return CK_ERR_UNSUPPORTED;
@@ -215,23 +293,36 @@ ck_status ck_emit_constant_of_shape(ck_emit *e, const ck_node *n) {
     ck_emit_printf(e, ", %zu, ", ck_dtype_size(y->dtype));
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", (const %s[]){", ck_emit_ctype(y->dtype));
-    if (!v) {
-        ck_emit_printf(e, "0");
-    } else {
-        switch (y->dtype) {
-        case CK_F32: ck_emit_printf(e, "%a", (double)*(const float *)v->data); break;
-        case CK_F64: ck_emit_printf(e, "%a", *(const double *)v->data); break;
-        case CK_F16: ck_emit_printf(e, "0x%04x", (unsigned)*(const uint16_t *)v->data); break;
-        case CK_I64: {
-            int64_t x = *(const int64_t *)v->data;
-            if (x == INT64_MIN) ck_emit_printf(e, "INT64_MIN");
-            else ck_emit_printf(e, "%lldLL", (long long)x);
-            break;
-        }
-        default: ck_emit_printf(e, "%lld", (long long)ck_value_get_i(v, 0)); break;
-        }
-    }
+    emit_elem_literal(e, y->dtype, v, 0);
     ck_emit_printf(e, "}, %lld));\n", (long long)ck_value_numel(y));
+    return CK_OK;
+}
+
+/* Pad: the resolved per-axis begin pads, the mode, and the constant (input 2, the attribute
+ * 'value' before opset 11, or 0) as a literal. */
+ck_status ck_emit_pad(ck_emit *e, const ck_node *n) {
+    static const char *const modes[] = {"CKRT_PAD_CONSTANT", "CKRT_PAD_REFLECT", "CKRT_PAD_EDGE"};
+    const ck_value *x = n->in[0], *y = n->out[0];
+    const ck_value *cv = n->n_in > 2 && n->in[2] ? n->in[2] : NULL;
+    if (ck_emit_want_dtype(e, n, x, "input", any_dtype)) return CK_ERR_UNSUPPORTED;
+    int64_t begin[CK_MAX_RANK], end[CK_MAX_RANK];
+    int mode;
+    if (ck_pad_params(n, begin, end, &mode, e->d)) return CK_ERR_UNSUPPORTED;
+    if (cv && !cv->data) return ck_emit_unsupported(e, n, "constant_value must be known at compile time");
+    ck_emit_call(e, "pad");
+    ck_emit_printf(e, ", %zu, ", ck_dtype_size(x->dtype));
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, x, true);
+    ck_emit_printf(e, ", %d, ", x->rank);
+    ck_emit_i64s(e, x->rank, x->dims);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, y->rank, y->dims);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, x->rank, begin);
+    ck_emit_printf(e, ", %s, (const %s[]){", modes[mode], ck_emit_ctype(x->dtype));
+    emit_elem_literal(e, x->dtype, cv, cv ? 0 : ck_attr_float(n, "value", 0.0f));
+    ck_emit_printf(e, "}));\n");
     return CK_OK;
 }
 

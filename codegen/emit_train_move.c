@@ -1,5 +1,5 @@
 /* emit_train_move.c — emitters of the windowed and data-movement gradients: ConvGradInput,
- * ConvGradWeight, PoolGrad (runtime/cpu_train_conv.c), GatherGrad and SliceGrad
+ * ConvGradWeight, PoolGrad (runtime/cpu_train_conv.c), GatherGrad, SliceGrad and PadGrad
  * (runtime/cpu_train_move.c).
  *
  * The rules copy the forward node's attributes onto these nodes, so the window geometry (strides,
@@ -158,5 +158,29 @@ ck_status ck_emit_slice_grad(ck_emit *e, const ck_node *n) {
     ck_emit_printf(e, ", ");
     ck_emit_i64s(e, dy->rank, s);
     ck_emit_printf(e, ", %lld, %lld));\n", (long long)(empty ? 0 : base), (long long)ck_value_numel(dx));
+    return CK_OK;
+}
+
+/* PadGrad (dy) -> dx of attr input_shape; attrs pads_begin (per axis) and mode (CK_PAD_*). */
+ck_status ck_emit_pad_grad(ck_emit *e, const ck_node *n) {
+    static const char *const modes[] = {"CKRT_PAD_CONSTANT", "CKRT_PAD_REFLECT", "CKRT_PAD_EDGE"};
+    const ck_value *dy = n->in[0], *dx = n->out[0];
+    if (ck_emit_want_dtype(e, n, dy, "input", f32_only)) return CK_ERR_UNSUPPORTED;
+    const ck_attr *ba = ck_attr_find(n, "pads_begin");
+    int64_t mode = ck_attr_int(n, "mode", -1);
+    if (!ba || ba->n != dx->rank || dy->rank != dx->rank || mode < CK_PAD_CONSTANT || mode > CK_PAD_EDGE)
+        return ck_emit_unsupported(e, n, "pads_begin must give one value per axis, mode one of the three");
+    ck_emit_call(e, "pad_grad");
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, dx, false);
+    ck_emit_printf(e, ", ");
+    ck_emit_ptr(e, dy, true);
+    ck_emit_printf(e, ", %d, ", dx->rank);
+    ck_emit_i64s(e, dx->rank, dx->dims);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, dy->rank, dy->dims);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, dx->rank, ba->ints);
+    ck_emit_printf(e, ", %s));\n", modes[mode]);
     return CK_OK;
 }

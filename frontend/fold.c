@@ -60,6 +60,11 @@ static bool eval_binary(ck_node *n, ck_value *o) {
                 r = x / y;
                 break;
             case CK_OP_POW: ck_value_set_f(o, i, pow((double)x, ck_value_get_f(b, ib))); continue; /* saturates */
+            case CK_OP_MOD:
+                if (y == 0) return false; /* left to run time, which reports it */
+                r = y == -1 ? 0 : x % y;
+                if (r != 0 && (r < 0) != (y < 0) && !ck_attr_int(n, "fmod", 0)) r += y;
+                break;
             case CK_OP_EQUAL: r = x == y; break;
             case CK_OP_LESS: r = x < y; break;
             case CK_OP_GREATER: r = x > y; break;
@@ -74,6 +79,7 @@ static bool eval_binary(ck_node *n, ck_value *o) {
             case CK_OP_MUL: r = x * y; break;
             case CK_OP_DIV: r = x / y; break;
             case CK_OP_POW: r = pow(x, y); break;
+            case CK_OP_MOD: r = fmod(x, y); break; /* floats need fmod=1 */
             case CK_OP_EQUAL: r = x == y; break;
             case CK_OP_LESS: r = x < y; break;
             case CK_OP_GREATER: r = x > y; break;
@@ -192,6 +198,41 @@ static bool eval_slice(ck_node *n, ck_value *o) {
     return true;
 }
 
+/* Pad's source index along one axis of length len for output index o, or -1 (constant mode,
+ * outside the input): reflect mirrors with period 2 (len - 1), edge clamps. */
+static int64_t pad_axis_src(int64_t o, int64_t len, int64_t begin, int mode) {
+    int64_t t = o - begin;
+    if (t >= 0 && t < len) return t;
+    if (mode == CK_PAD_CONSTANT) return -1;
+    if (mode == CK_PAD_EDGE || len == 1) return t < 0 ? 0 : len - 1;
+    int64_t p = 2 * (len - 1);
+    t %= p;
+    if (t < 0) t += p;
+    return t < len ? t : p - t;
+}
+
+static bool eval_pad(ck_node *n, ck_value *o) {
+    int64_t begin[CK_MAX_RANK], end[CK_MAX_RANK];
+    int mode;
+    if (ck_pad_params(n, begin, end, &mode, NULL)) return false;
+    const ck_value *x = n->in[0];
+    const ck_value *cv = n->n_in > 2 ? n->in[2] : NULL;
+    const ck_attr *va = ck_attr_find(n, "value"); /* before opset 11 */
+    int64_t idx[CK_MAX_RANK] = {0}, cnt = ck_value_numel(o);
+    for (int64_t i = 0; i < cnt; i++, next_index(idx, o->dims, o->rank)) {
+        int64_t off = 0;
+        for (int k = 0; k < x->rank && off >= 0; k++) {
+            int64_t s = pad_axis_src(idx[k], x->dims[k], begin[k], mode);
+            off = s < 0 ? -1 : off * x->dims[k] + s;
+        }
+        if (off >= 0) copy_elem(o, i, x, off);
+        else if (cv) copy_elem(o, i, cv, 0);
+        else if (va && ck_dtype_is_float(o->dtype)) ck_value_set_f(o, i, va->f);
+        else ck_value_set_i(o, i, 0);
+    }
+    return true;
+}
+
 static bool eval_gather(ck_node *n, ck_value *o) {
     const ck_value *x = n->in[0], *ix = n->in[1];
     int64_t axis = ck_attr_int(n, "axis", 0);
@@ -207,6 +248,56 @@ static bool eval_gather(ck_node *n, ck_value *o) {
             if (v < 0 || v >= dim) return false; /* inference range-checks only small index tensors */
             for (int64_t b = 0; b < inner; b++) copy_elem(o, di++, x, (a * dim + v) * inner + b);
         }
+    return true;
+}
+
+/* ScatterND / GatherND: the row of data (its first k dims) index tuple j addresses, or -1 when
+ * out of range (inference range-checks only small index tensors). */
+static int64_t nd_row(const ck_value *x, const ck_value *idx, int64_t j, int k) {
+    int64_t row = 0;
+    for (int t = 0; t < k; t++) {
+        int64_t v = ck_value_get_i(idx, j * k + t), dim = x->dims[t];
+        if (v < -dim || v >= dim) return -1;
+        row = row * dim + (v < 0 ? v + dim : v);
+    }
+    return row;
+}
+
+/* updates applied in index order: a repeated index keeps the last (none) or accumulates */
+static bool eval_scatter_nd(ck_node *n, ck_value *o) {
+    const ck_value *x = n->in[0], *idx = n->in[1], *u = n->in[2];
+    int k = (int)idx->dims[idx->rank - 1];
+    int64_t inner = 1, cnt = 1;
+    for (int t = 0; t < idx->rank - 1; t++) cnt *= idx->dims[t];
+    for (int t = k; t < x->rank; t++) inner *= x->dims[t];
+    const char *red = ck_attr_str(n, "reduction", "none");
+    bool add = strcmp(red, "add") == 0, mul = strcmp(red, "mul") == 0, isint = !ck_dtype_is_float(o->dtype);
+    memcpy(o->data, x->data, ck_value_bytes(o));
+    for (int64_t j = 0; j < cnt; j++) {
+        int64_t row = nd_row(x, idx, j, k);
+        if (row < 0) return false;
+        for (int64_t r = 0; r < inner; r++) {
+            int64_t at = row * inner + r, from = j * inner + r;
+            if (!add && !mul) copy_elem(o, at, u, from);
+            else if (isint && add) ck_value_set_i(o, at, (int64_t)((uint64_t)ck_value_get_i(o, at) + (uint64_t)ck_value_get_i(u, from)));
+            else if (isint) ck_value_set_i(o, at, (int64_t)((uint64_t)ck_value_get_i(o, at) * (uint64_t)ck_value_get_i(u, from)));
+            else if (add) ck_value_set_f(o, at, ck_value_get_f(o, at) + ck_value_get_f(u, from));
+            else ck_value_set_f(o, at, ck_value_get_f(o, at) * ck_value_get_f(u, from));
+        }
+    }
+    return true;
+}
+
+static bool eval_gather_nd(ck_node *n, ck_value *o) {
+    const ck_value *x = n->in[0], *idx = n->in[1];
+    int k = (int)idx->dims[idx->rank - 1];
+    int64_t inner = 1, cnt = ck_value_numel(o);
+    for (int t = k; t < x->rank; t++) inner *= x->dims[t];
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t row = nd_row(x, idx, i / inner, k);
+        if (row < 0) return false;
+        copy_elem(o, i, x, row * inner + i % inner);
+    }
     return true;
 }
 

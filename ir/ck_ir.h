@@ -349,6 +349,9 @@ const char *ck_attr_str(const ck_node *n, const char *name, const char *dflt);
 
 /* Slice's per-axis start, step and count after clamping (every axis of the input). */
 ck_status ck_slice_params(const ck_node *n, int64_t *start, int64_t *step, int64_t *count, ck_diag *d);
+/* Pad's modes, and its per-axis begin and end pads (every axis of the input; negative crops). */
+enum { CK_PAD_CONSTANT, CK_PAD_REFLECT, CK_PAD_EDGE };
+ck_status ck_pad_params(const ck_node *n, int64_t *begin, int64_t *end, int *mode, ck_diag *d);
 /* Shape's [lo, hi) dims range after clamping its start/end attributes. */
 void ck_shape_range(const ck_node *n, int64_t *lo, int64_t *hi);
 

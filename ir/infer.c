@@ -128,6 +128,18 @@ ck_status ck_infer_binary(ck_node *n, ck_diag *d) {
     return binary_shape(n, n->in[0]->dtype, d);
 }
 
+/* Mod: fmod=0 (the default) is the integer remainder with the divisor's sign, as in Python;
+ * fmod=1 C's fmod (the dividend's sign), which ONNX requires for floating-point inputs. */
+ck_status ck_infer_mod(ck_node *n, ck_diag *d) {
+    int64_t fmod = ck_attr_int(n, "fmod", 0);
+    if (fmod != 0 && fmod != 1) return node_err(d, n, CK_ERR_MODEL, "fmod=%lld must be 0 or 1", (long long)fmod);
+    if (ck_dtype_is_float(n->in[0]->dtype) && fmod == 0) {
+        char b[300];
+        return node_err(d, n, CK_ERR_MODEL, "%s is floating-point, which needs fmod=1", in_desc(n, 0, b, sizeof b));
+    }
+    return ck_infer_binary(n, d);
+}
+
 ck_status ck_infer_pow(ck_node *n, ck_diag *d) { return binary_shape(n, n->in[0]->dtype, d); }
 
 ck_status ck_infer_compare(ck_node *n, ck_diag *d) {
@@ -731,6 +743,78 @@ ck_status ck_infer_slice(ck_node *n, ck_diag *d) {
     return CK_OK;
 }
 
+/* Resolves Pad's pads (input 1, or the attribute before opset 11) over the axes (input 3, opset
+ * 18; default all) into per-axis begin and end counts for every axis of the input, and its mode;
+ * shared with the constant folder, autodiff and codegen through ck_pad_params. */
+ck_status ck_pad_params(const ck_node *n, int64_t *begin, int64_t *end, int *mode, ck_diag *d) {
+    const ck_value *x = n->in[0];
+    int64_t pads[2 * CK_MAX_RANK], ax[CK_MAX_RANK];
+    int np, nax = x->rank;
+    ck_node *m = (ck_node *)n;
+    char b[300];
+    const char *ms = ck_attr_str(n, "mode", "constant");
+    if (strcmp(ms, "constant") == 0) *mode = CK_PAD_CONSTANT;
+    else if (strcmp(ms, "reflect") == 0) *mode = CK_PAD_REFLECT;
+    else if (strcmp(ms, "edge") == 0) *mode = CK_PAD_EDGE;
+    else return node_err(d, n, CK_ERR_UNSUPPORTED, "mode '%s' is not supported (constant, reflect and edge are; wrap is Pad-19)", ms);
+    if (has_in(n, 1)) {
+        if (!n->in[1]->data && ck_value_numel(n->in[1]) > 0) /* Swin's F.pad: computable once the shapes are static */
+            return node_err(d, n, CK_ERR_UNSUPPORTED, "pads, %s must be a constant known at compile time, but it is computed at run time",
+                            in_desc(n, 1, b, sizeof b));
+        if (const_ints(m, 1, pads, 2 * CK_MAX_RANK, &np, d)) return CK_ERR_UNSUPPORTED;
+    } else {
+        np = attr_ints(n, "pads", pads, 2 * CK_MAX_RANK);
+        if (np < 0) return node_err(d, n, CK_ERR_MODEL, "has neither a pads input nor a pads attribute");
+    }
+    if (has_in(n, 3)) {
+        if (const_ints(m, 3, ax, CK_MAX_RANK, &nax, d)) return CK_ERR_UNSUPPORTED;
+    } else {
+        for (int i = 0; i < x->rank; i++) ax[i] = i;
+    }
+    if (np != 2 * nax)
+        return node_err(d, n, CK_ERR_SHAPE, "pads has %d values but %s needs 2 x %d", np, in_desc(n, 0, b, sizeof b), nax);
+    for (int i = 0; i < x->rank; i++) begin[i] = end[i] = 0;
+    bool seen[CK_MAX_RANK] = {0};
+    for (int i = 0; i < nax; i++) {
+        int64_t a = ax[i];
+        if (!norm_axis(&a, x->rank) || seen[a])
+            return node_err(d, n, CK_ERR_SHAPE, "axis %lld is out of range or repeated for %s", (long long)ax[i],
+                            in_desc(n, 0, b, sizeof b));
+        seen[a] = true;
+        int64_t pb = pads[i], pe = pads[i + nax], len = x->dims[a];
+        if (pb < -len || pe < -len || pb > CK_MAX_NUMEL || pe > CK_MAX_NUMEL || len + pb + pe < 0)
+            return node_err(d, n, CK_ERR_SHAPE, "pads %lld and %lld on axis %lld of %s leave a negative size", (long long)pb,
+                            (long long)pe, (long long)a, in_desc(n, 0, b, sizeof b));
+        if (*mode != CK_PAD_CONSTANT && len == 0 && len + pb + pe > 0)
+            return node_err(d, n, CK_ERR_SHAPE, "%s mode cannot pad axis %lld of %s: it is empty", ms, (long long)a,
+                            in_desc(n, 0, b, sizeof b));
+        begin[a] = pb;
+        end[a] = pe;
+    }
+    return CK_OK;
+}
+
+ck_status ck_infer_pad(ck_node *n, ck_diag *d) {
+    const ck_value *x = n->in[0];
+    int64_t begin[CK_MAX_RANK], end[CK_MAX_RANK], dims[CK_MAX_RANK];
+    int mode;
+    char b[300];
+    ck_status st = ck_pad_params(n, begin, end, &mode, d);
+    if (st) return st;
+    if (has_in(n, 2)) {
+        const ck_value *v = n->in[2];
+        if (v->dtype != x->dtype || ck_value_numel(v) != 1 || v->rank > 1)
+            return node_err(d, n, CK_ERR_SHAPE, "%s must be one element of the data's dtype %s", in_desc(n, 2, b, sizeof b),
+                            ck_dtype_name(x->dtype));
+        if (!v->data)
+            return node_err(d, n, CK_ERR_UNSUPPORTED, "%s must be a constant known at compile time, but it is computed at run time",
+                            in_desc(n, 2, b, sizeof b));
+    }
+    for (int i = 0; i < x->rank; i++) dims[i] = x->dims[i] + begin[i] + end[i];
+    set_out(n, 0, x->dtype, x->rank, dims);
+    return CK_OK;
+}
+
 ck_status ck_infer_gather(ck_node *n, ck_diag *d) {
     const ck_value *x = n->in[0], *idx = n->in[1];
     int64_t axis = ck_attr_int(n, "axis", 0);
@@ -758,6 +842,65 @@ ck_status ck_infer_gather(ck_node *n, ck_diag *d) {
     for (int i = 0; i < idx->rank; i++) dims[r++] = idx->dims[i];
     for (int i = (int)axis + 1; i < x->rank; i++) dims[r++] = x->dims[i];
     set_out(n, 0, x->dtype, r, dims);
+    return CK_OK;
+}
+
+/* ScatterND and GatherND address data: (d_0 .. d_{r-1}) with int64 indices: (i_0 .. i_{q-2}, k),
+ * each index tuple naming a slice data[t_0, .., t_{k-1}] of the trailing dims. Returns k after
+ * checking the indices (constant ones when few, as for Gather) and writes the shape
+ * (i_0 .. i_{q-2}, d_k .. d_{r-1}) of the updates (ScatterND) or output (GatherND) into dims. */
+static ck_status nd_shape(ck_node *n, int *k, int *rank, int64_t *dims, ck_diag *d) {
+    const ck_value *x = n->in[0], *idx = n->in[1];
+    char b[300], b2[300];
+    if (idx->dtype != CK_I64 || idx->rank < 1)
+        return node_err(d, n, CK_ERR_SHAPE, "indices %s must be int64 with at least one dimension", in_desc(n, 1, b, sizeof b));
+    int64_t kk = idx->dims[idx->rank - 1];
+    if (kk > x->rank)
+        return node_err(d, n, CK_ERR_SHAPE, "indices %s address %lld dims of %s", in_desc(n, 1, b, sizeof b), (long long)kk,
+                        in_desc(n, 0, b2, sizeof b2));
+    if (idx->rank - 1 + x->rank - kk > CK_MAX_RANK) return node_err(d, n, CK_ERR_UNSUPPORTED, "result rank exceeds %d", CK_MAX_RANK);
+    if (idx->data && ck_value_numel(idx) <= 256)
+        for (int64_t i = 0, c = ck_value_numel(idx); i < c; i++) {
+            int64_t v = ck_value_get_i(idx, i), dim = x->dims[i % kk];
+            if (v < -dim || v >= dim)
+                return node_err(d, n, CK_ERR_SHAPE, "index %lld is out of range for axis %lld of %s", (long long)v,
+                                (long long)(i % kk), in_desc(n, 0, b, sizeof b));
+        }
+    int r = 0;
+    for (int i = 0; i < idx->rank - 1; i++) dims[r++] = idx->dims[i];
+    for (int i = (int)kk; i < x->rank; i++) dims[r++] = x->dims[i];
+    *k = (int)kk;
+    *rank = r;
+    return CK_OK;
+}
+
+ck_status ck_infer_scatter_nd(ck_node *n, ck_diag *d) {
+    const ck_value *x = n->in[0], *u = n->in[2];
+    int64_t dims[CK_MAX_RANK];
+    int k, r;
+    char b[300], b2[300];
+    const char *red = ck_attr_str(n, "reduction", "none");
+    if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "mul"))
+        return node_err(d, n, CK_ERR_UNSUPPORTED, "reduction '%s' is not supported (none, add and mul are)", red);
+    ck_status st = nd_shape(n, &k, &r, dims, d);
+    if (st) return st;
+    bool same = u->rank == r && u->dtype == x->dtype;
+    for (int i = 0; same && i < r; i++) same = u->dims[i] == dims[i];
+    if (!same)
+        return node_err(d, n, CK_ERR_SHAPE, "updates %s do not fit data %s and its indices", in_desc(n, 2, b, sizeof b),
+                        in_desc(n, 0, b2, sizeof b2));
+    copy_out(n, 0, x);
+    return CK_OK;
+}
+
+ck_status ck_infer_gather_nd(ck_node *n, ck_diag *d) {
+    int64_t dims[CK_MAX_RANK];
+    int k, r;
+    if (ck_attr_int(n, "batch_dims", 0) != 0)
+        return node_err(d, n, CK_ERR_UNSUPPORTED, "batch_dims=%lld is not supported (0 is)", (long long)ck_attr_int(n, "batch_dims", 0));
+    ck_status st = nd_shape(n, &k, &r, dims, d);
+    if (st) return st;
+    set_out(n, 0, n->in[0]->dtype, r, dims);
     return CK_OK;
 }
 

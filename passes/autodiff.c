@@ -280,6 +280,10 @@ static ck_status ck_grad_binary(ck_ad *a, ck_node *n, ck_value **dy, ck_value **
         if (w1) dx[1] = reduce_to(a, op2(a, CK_OP_MUL, g, op2(a, CK_OP_MUL, Y, op1(a, CK_OP_LOG, A))), B);
         break;
     }
+    case CK_OP_MOD: /* float y = fmod(a, b) = a - b trunc(a / b): da = g, db = -g trunc(a / b) = -g (a - y) / b */
+        if (w0) dx[0] = reduce_to(a, g, A);
+        if (w1) dx[1] = reduce_to(a, op1(a, CK_OP_NEG, op2(a, CK_OP_DIV, op2(a, CK_OP_MUL, g, op2(a, CK_OP_SUB, A, Y)), B)), B);
+        break;
     default: CK_ASSERT(!"binary rule");
     }
     return CK_OK;
@@ -482,12 +486,56 @@ static ck_status ck_grad_slice(ck_ad *a, ck_node *n, ck_value **dy, ck_value **d
     return CK_OK;
 }
 
+/* Pad: one PadGrad (dy) -> dx that sums, for each dx element, the dy elements Pad copied from it
+ * (constant mode: at most one; reflect and edge: the mirrored or clamped ones too). */
+static ck_status ck_grad_pad(ck_ad *a, ck_node *n, ck_value **dy, ck_value **dx) {
+    if (!wants(a, n, 0)) return CK_OK;
+    int64_t begin[CK_MAX_RANK], end[CK_MAX_RANK];
+    int mode;
+    CK_ASSERT(ck_pad_params(n, begin, end, &mode, NULL) == CK_OK);
+    ck_node *m = node(a, CK_OP_PAD_GRAD, 1, &dy[0], 1);
+    attr_is(a, m, "input_shape", n->in[0]->rank, n->in[0]->dims);
+    attr_is(a, m, "pads_begin", n->in[0]->rank, begin);
+    attr_i(a, m, "mode", mode);
+    dx[0] = done(a, m)->out[0];
+    return CK_OK;
+}
+
 static ck_status ck_grad_gather(ck_ad *a, ck_node *n, ck_value **dy, ck_value **dx) {
     if (!wants(a, n, 0)) return CK_OK;
     ck_node *m = node(a, CK_OP_GATHER_GRAD, 2, (ck_value *[]){dy[0], n->in[1]}, 1);
     int64_t axis = ck_attr_int(n, "axis", 0);
     attr_i(a, m, "axis", axis < 0 ? axis + n->in[0]->rank : axis);
     attr_is(a, m, "data_shape", n->in[0]->rank, n->in[0]->dims);
+    dx[0] = done(a, m)->out[0];
+    return CK_OK;
+}
+
+/* ScatterND (data, indices, updates): d updates = GatherND(dy, indices); d data = dy with the
+ * scattered positions zeroed (ScatterND of zeros; reduction none) or dy itself (add). mul would
+ * need the products of the other updates: refused. */
+static ck_status ck_grad_scatter_nd(ck_ad *a, ck_node *n, ck_value **dy, ck_value **dx) {
+    const char *red = ck_attr_str(n, "reduction", "none");
+    if (strcmp(red, "mul") == 0) return unsupported(a, n, "reduction 'mul' has no gradient rule (none and add do)");
+    if (wants(a, n, 0)) {
+        if (strcmp(red, "add") == 0) {
+            dx[0] = dy[0];
+        } else {
+            ck_value *in[3] = {dy[0], n->in[1], zeros_like(a, n->in[2])};
+            dx[0] = done(a, node(a, CK_OP_SCATTER_ND, 3, in, 1))->out[0];
+        }
+    }
+    if (wants(a, n, 2)) dx[2] = op2(a, CK_OP_GATHER_ND, dy[0], n->in[1]);
+    return CK_OK;
+}
+
+/* GatherND (data, indices): d data = ScatterND(zeros, indices, dy, reduction add), the
+ * repeated indices accumulating in index order. */
+static ck_status ck_grad_gather_nd(ck_ad *a, ck_node *n, ck_value **dy, ck_value **dx) {
+    if (!wants(a, n, 0)) return CK_OK;
+    ck_value *in[3] = {zeros_like(a, n->in[0]), n->in[1], dy[0]};
+    ck_node *m = node(a, CK_OP_SCATTER_ND, 3, in, 1);
+    ck_node_add_attr(a->g, m, (ck_attr){.name = "reduction", .kind = CK_ATTR_STRING, .s = "add"});
     dx[0] = done(a, m)->out[0];
     return CK_OK;
 }

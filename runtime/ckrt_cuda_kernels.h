@@ -66,6 +66,12 @@
     V(int64_t, len) V(int64_t, inner) V(int64_t, n_idx)
 #define CK_G_PARAMS_trilu(V, P) V(int, esz) P(void *, y) P(const void *, x) V(int64_t, rows) V(int64_t, cols) \
     V(int64_t, k) V(int, upper)
+#define CK_G_PARAMS_pad(V, P) V(int, esz) P(void *, y) P(const void *, x) V(int, rank) V(ck_dims, in_dims) \
+    V(ck_dims, out_dims) V(ck_dims, begin) V(int, mode) V(ck_value16, v)
+#define CK_G_PARAMS_scatter_nd(V, P) V(int, esz) V(int, red) P(void *, y) P(const void *, upd) \
+    P(const int64_t *, idx) V(int64_t, n_upd) V(int, k) V(ck_dims, dims) V(int64_t, inner)
+#define CK_G_PARAMS_gather_nd(V, P) V(int, esz) P(void *, y) P(const void *, x) P(const int64_t *, idx) V(int, k) \
+    V(ck_dims, dims) V(int64_t, inner)
 #define CK_G_PARAMS_fill(V, P) V(int, esz) P(void *, y) V(ck_value16, v)
 #define CK_G_PARAMS_range(V, P) V(int, dt) P(void *, y) P(const void *, start) P(const void *, delta)
 #define CK_G_PARAMS_xent_rows(V, P) P(double *, out) V(int64_t, r0) P(const float *, logits) \
@@ -103,6 +109,8 @@
     V(ck_dims, dl) V(int, cip)
 #define CK_G_PARAMS_gather_grad(V, P) P(float *, dx) P(const float *, dy) P(const void *, idx) V(int, idx_i64) \
     V(int64_t, len) V(int64_t, inner) V(int64_t, n_idx)
+#define CK_G_PARAMS_pad_grad(V, P) P(float *, dx) P(const float *, dy) V(int, rank) V(ck_dims, in_dims) \
+    V(ck_dims, out_dims) V(ck_dims, begin) V(int, mode)
 #define CK_G_PARAMS_slice_grad(V, P) V(int, esz) P(void *, dx) P(const void *, dy) V(int, rank) V(ck_dims, dims) \
     V(ck_dims, strides) V(int64_t, base)
 
@@ -156,6 +164,14 @@
       if (src >= 0) ck_k_copy_elem(y, i, x, src, esz);) \
     K(trilu, trilu, if (ck_k_trilu_keep(i, rows, cols, k, upper)) ck_k_copy_elem(y, i, x, i, esz); \
       else for (int b = 0; b < esz; b++) ((uint8_t *)y)[i * esz + b] = 0;) \
+    K(pad, pad, int64_t src = ck_k_pad_src(i, rank, in_dims.v, out_dims.v, begin.v, mode); \
+      if (src >= 0) ck_k_copy_elem(y, i, x, src, esz); else ck_k_copy_elem(y, i, v.w, 0, esz);) \
+    K(scatter_nd, scatter_nd, if (red != CKRT_SCATTER_NONE) ck_k_scatter_nd_col(i, red, (float *)y, \
+      (const float *)upd, idx, n_upd, k, dims.v, inner); else for (int64_t j = 0; j < n_upd; j++) { \
+      int64_t row = ck_k_nd_row(idx, j, k, dims.v); if (row >= 0) ck_k_copy_elem(y, row * inner + i, upd, \
+      j * inner + i, esz); }) \
+    K(gather_nd, gather_nd, int64_t row = ck_k_nd_row(idx, i / inner, k, dims.v); \
+      if (row >= 0) ck_k_copy_elem(y, i, x, row * inner + i % inner, esz);) \
     K(fill, fill, ck_k_copy_elem(y, i, v.w, 0, esz);) \
     K(range, range, switch (dt) { case CK_K_F32: ((float *)y)[i] = (float)ck_k_range_f(i, *(const float *)start, \
       *(const float *)delta); break; case CK_K_F64: ((double *)y)[i] = ck_k_range_f(i, *(const double *)start, \
@@ -195,6 +211,7 @@
       dl.v, cip);) \
     K(gather_grad, gather_grad, ck_k_gather_grad(i / inner, i % inner, i % inner + 1, dx, dy, idx, idx_i64, len, \
       inner, n_idx);) \
-    K(slice_grad, slice_grad, ck_k_copy_elem(dx, ck_k_strided_src(i, rank, dims.v, strides.v, base), dy, i, esz);)
+    K(slice_grad, slice_grad, ck_k_copy_elem(dx, ck_k_strided_src(i, rank, dims.v, strides.v, base), dy, i, esz);) \
+    K(pad_grad, pad_grad, dx[i] = ck_k_pad_grad(i, dy, rank, in_dims.v, out_dims.v, begin.v, mode);)
 
 #endif

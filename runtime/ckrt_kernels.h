@@ -36,6 +36,23 @@ CK_DEV int64_t ck_k_offset(int64_t i, int rank, const int64_t *dims, const int64
 
 /* ---------------------------------------------------------------- binary */
 
+/* Mod's remainders (the helpers its CKRT_BINARY_OPS rows call). fmod=0: the sign of the divisor,
+ * as Python's %; fmod=1: the sign of the dividend, as C's % and fmod. An integer divisor of 0
+ * yields 0 (the CPU reports it as an error first). */
+CK_DEV int64_t ck_k_fmod_i64(int64_t a, int64_t b) { return b == 0 || b == -1 ? 0 : a % b; }
+CK_DEV int64_t ck_k_mod_i64(int64_t a, int64_t b) {
+    int64_t r = ck_k_fmod_i64(a, b);
+    return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
+CK_DEV float ck_k_mod_f(float a, float b) {
+    float r = fmodf(a, b);
+    return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
+CK_DEV double ck_k_mod_d(double a, double b) {
+    double r = fmod(a, b);
+    return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
+
 /* One case per row of CKRT_BINARY_OPS / CKRT_COMPARE_OPS (ckrt_kernels_ops.h), the row's
  * expression of a and b; an unknown code gives 0. */
 #define CK_K_CASE_F32_(CODE, IR, F32, F64, I64) case CKRT_##CODE: return F32;

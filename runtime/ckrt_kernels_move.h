@@ -61,6 +61,66 @@ CK_DEV int64_t ck_k_gather_src(int64_t i, const void *idx, int idx_i64, int64_t 
     return v < 0 ? -1 : (o * len + v) * inner + r;
 }
 
+/* ---------------------------------------------------------------- pad */
+
+/* Pad's source along one axis: the input index that output index o (begin pads before the
+ * input's len elements) copies, or -1 in constant mode outside the input. Reflect mirrors about
+ * the first and last elements (period 2 (len - 1), so pads longer than the axis keep
+ * mirroring), edge repeats them. mode: CKRT_PAD_CONSTANT, _REFLECT or _EDGE. */
+CK_DEV int64_t ck_k_pad_axis_src(int64_t o, int64_t len, int64_t begin, int mode) {
+    int64_t t = o - begin;
+    if (t >= 0 && t < len) return t;
+    if (mode == CKRT_PAD_CONSTANT) return -1;
+    if (mode == CKRT_PAD_EDGE || len == 1) return t < 0 ? 0 : len - 1;
+    int64_t p = 2 * (len - 1);
+    t %= p;
+    if (t < 0) t += p;
+    return t < len ? t : p - t;
+}
+
+/* Output element i of y: (out_dims) copies the returned element of x: (in_dims), or the
+ * constant when -1. in_dims, out_dims, begin: (rank) */
+CK_DEV int64_t ck_k_pad_src(int64_t i, int rank, const int64_t *in_dims, const int64_t *out_dims, const int64_t *begin,
+                            int mode) {
+    int64_t src = 0, stride = 1;
+    for (int k = rank - 1; k >= 0; k--) {
+        int64_t s = ck_k_pad_axis_src(i % out_dims[k], in_dims[k], begin[k], mode);
+        if (s < 0) return -1;
+        i /= out_dims[k];
+        src += s * stride;
+        stride *= in_dims[k];
+    }
+    return src;
+}
+
+/* ---------------------------------------------------------------- scatter_nd, gather_nd */
+
+/* The row of data: (dims[0] .. dims[k-1], inner) that index tuple j of idx: (n, k) addresses,
+ * negative indices counting from the end; -1 when out of range (the backend reports it first).
+ * dims: (k) */
+CK_DEV int64_t ck_k_nd_row(const int64_t *idx, int64_t j, int k, const int64_t *dims) {
+    int64_t row = 0;
+    for (int t = 0; t < k; t++) {
+        int64_t v = idx[j * k + t];
+        if (v < -dims[t] || v >= dims[t]) return -1;
+        row = row * dims[t] + (v < 0 ? v + dims[t] : v);
+    }
+    return row;
+}
+
+/* ScatterND with reduction add or mul on float32, column r of y: (rows, inner) (already data):
+ * the n updates: (n, inner) combined in index order, so repeated indices give the same bits on
+ * every backend. */
+CK_DEV void ck_k_scatter_nd_col(int64_t r, int red, float *y, const float *upd, const int64_t *idx, int64_t n, int k,
+                                const int64_t *dims, int64_t inner) {
+    for (int64_t j = 0; j < n; j++) {
+        int64_t row = ck_k_nd_row(idx, j, k, dims);
+        if (row < 0) continue;
+        if (red == CKRT_SCATTER_MUL) y[row * inner + r] *= upd[j * inner + r];
+        else y[row * inner + r] += upd[j * inner + r];
+    }
+}
+
 /* ---------------------------------------------------------------- trilu */
 
 /* Is element i of (batch, rows, cols) kept? upper: j - i >= k; lower: j - i <= k. */

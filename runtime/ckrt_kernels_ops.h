@@ -16,7 +16,8 @@
  *   IR        the ckptc op it runs (CK_OP_<IR> of ir/ops.def); the runtime ignores this column
  *   ALPHA, BETA  the defaults of the ONNX attributes alpha and beta (0 where the op has none)
  *   and per family the element expressions:
- *   binary:  F32, F64, I64 of a, b (the I64 one wraps as two's complement; 0: no integer form)
+ *   binary:  F32, F64, I64 of a, b (the I64 one wraps as two's complement; 0: no integer form);
+ *            Mod has two codes: codegen picks FMOD for fmod=1
  *   compare: of a, b (double or int64), a bool
  *   unary:   FWD, y of float x (and alpha, beta), and DERIV, dx of dy, x (and alpha, beta)
  *   unary_int: of int64_t x, for the ops that also run on integers
@@ -30,7 +31,9 @@
     X(SUB, SUB, a - b, a - b, (int64_t)((uint64_t)a - (uint64_t)b))                                                   \
     X(MUL, MUL, a * b, a * b, (int64_t)((uint64_t)a * (uint64_t)b))                                                   \
     X(DIV, DIV, a / b, a / b, b == 0 || (b == -1 && a == INT64_MIN) ? 0 : a / b)                                      \
-    X(POW, POW, powf(a, b), pow(a, b), 0)
+    X(POW, POW, powf(a, b), pow(a, b), 0) \
+    X(MOD, MOD, ck_k_mod_f(a, b), ck_k_mod_d(a, b), ck_k_mod_i64(a, b))                                             \
+    X(FMOD, MOD, fmodf(a, b), fmod(a, b), ck_k_fmod_i64(a, b))
 
 /* X(CODE, IR, EXPR): the compare ops write bool (uint8); their codes follow the binary ones */
 #define CKRT_COMPARE_OPS(X)                                                                                           \
@@ -75,5 +78,9 @@ enum { CKRT_UNARY_OPS(CKRT_CODE_) CKRT_NOT };
 enum { CKRT_CLIP_GRAD = 100 };
 enum { CKRT_REDUCE_SUM, CKRT_REDUCE_MEAN };
 enum { CKRT_POOL_MAX, CKRT_POOL_AVG };
+/* Pad's modes (the order of ckptc's CK_PAD_*) */
+enum { CKRT_PAD_CONSTANT, CKRT_PAD_REFLECT, CKRT_PAD_EDGE };
+/* ScatterND's reductions */
+enum { CKRT_SCATTER_NONE, CKRT_SCATTER_ADD, CKRT_SCATTER_MUL };
 
 #endif

@@ -355,6 +355,61 @@ CK_DEV void ck_k_gather_grad(int64_t o, int64_t r0, int64_t r1, float *dx, const
     }
 }
 
+/* The output indices along one axis whose Pad source (ck_k_pad_axis_src) is input index c, as
+ * at most two progressions first[r] + q * step, q < cnt[r], each increasing: constant mode one
+ * index, edge one run (the first and last input elements take the pads), reflect the two
+ * mirror classes modulo 2 (len - 1) (one at the ends, where they coincide). */
+CK_DEV void ck_k_pad_axis_dst(int64_t c, int64_t len, int64_t out, int64_t begin, int mode, int64_t *first, int64_t *cnt,
+                              int64_t *step) {
+    cnt[0] = cnt[1] = 0;
+    first[0] = first[1] = 0;
+    *step = 1;
+    if (mode == CKRT_PAD_CONSTANT) {
+        first[0] = c + begin;
+        cnt[0] = first[0] >= 0 && first[0] < out;
+    } else if (mode == CKRT_PAD_EDGE || len == 1) {
+        int64_t lo = c == 0 ? 0 : c + begin, hi = c == len - 1 ? out - 1 : c + begin;
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > out - 1 ? out - 1 : hi;
+        first[0] = lo;
+        cnt[0] = hi >= lo ? hi - lo + 1 : 0;
+    } else {
+        int64_t p = 2 * (len - 1);
+        *step = p;
+        for (int r = 0; r < (c == 0 || c == len - 1 ? 1 : 2); r++) {
+            int64_t f = ((r == 0 ? c + begin : begin - c) % p + p) % p;
+            first[r] = f;
+            cnt[r] = f < out ? (out - 1 - f) / p + 1 : 0;
+        }
+    }
+}
+
+/* Pad's gradient, element j of dx: (in_dims): the sum of the dy: (out_dims) elements Pad copied
+ * from x element j, visited in one fixed order (axis by axis, each axis's progressions in
+ * turn), so every backend sums the same terms the same way. in_dims, out_dims, begin: (rank) */
+CK_DEV float ck_k_pad_grad(int64_t j, const float *dy, int rank, const int64_t *in_dims, const int64_t *out_dims,
+                           const int64_t *begin, int mode) {
+    int64_t first[CK_K_MAX_RANK][2], cnt[CK_K_MAX_RANK][2], step[CK_K_MAX_RANK], pos[CK_K_MAX_RANK];
+    for (int k = rank - 1; k >= 0; k--) {
+        ck_k_pad_axis_dst(j % in_dims[k], in_dims[k], out_dims[k], begin[k], mode, first[k], cnt[k], &step[k]);
+        if (cnt[k][0] + cnt[k][1] == 0) return 0.0f;
+        j /= in_dims[k];
+        pos[k] = 0;
+    }
+    float s = 0.0f;
+    for (;;) {
+        int64_t off = 0;
+        for (int k = 0; k < rank; k++) {
+            int64_t q = pos[k], r = q < cnt[k][0] ? 0 : 1;
+            off = off * out_dims[k] + first[k][r] + (r ? q - cnt[k][0] : q) * step[k];
+        }
+        s += dy[off];
+        int k = rank - 1;
+        while (k >= 0 && ++pos[k] == cnt[k][0] + cnt[k][1]) pos[k--] = 0;
+        if (k < 0) return s;
+    }
+}
+
 /* Slice's gradient: dx zeroed, then dy element j lands at ck_k_strided_src(j, rank, dy_dims,
  * strides, base), the element Slice read it from (distinct for distinct j: no accumulation). */
 

@@ -135,9 +135,27 @@ int ckrt_gather(ckrt_ctx *c, size_t esz, void *y, const void *x, const void *idx
  * [-len, len) and its position. */
 int ckrt_gather_check(ckrt_ctx *c, const void *idx, ckrt_dtype idx_dt, int64_t len, int64_t n_idx);
 
+/* ScatterND (cpu_move.c): y = data: (dims[0..k), inner) (data_n elements of esz bytes), then
+ * for each index tuple j of idx: (n_upd, k) in order, row ck_k_nd_row of y is replaced by (none),
+ * or for float32 added to or multiplied by (CKRT_SCATTER_ADD, _MUL), row j of upd: (n_upd,
+ * inner). An index out of range is an error naming it. GatherND: y: (n_idx, inner) = the rows
+ * of x the index tuples address. dims: (k) */
+int ckrt_scatter_nd(ckrt_ctx *c, size_t esz, int reduction, void *y, const void *data, const int64_t *idx, const void *upd,
+                    int k, const int64_t *dims, int64_t n_upd, int64_t inner, int64_t data_n);
+int ckrt_gather_nd(ckrt_ctx *c, size_t esz, void *y, const void *x, const int64_t *idx, int k, const int64_t *dims,
+                   int64_t n_idx, int64_t inner);
+/* Their index check (host memory): fails naming the first index tuple out of range. */
+int ckrt_nd_check(ckrt_ctx *c, const int64_t *idx, int k, const int64_t *dims, int64_t n);
+
 /* x, y: (batch, rows, cols); keeps the upper (j - i >= k) or lower (j - i <= k) triangle. */
 int ckrt_trilu(ckrt_ctx *c, size_t esz, void *y, const void *x, int64_t batch, int64_t rows, int64_t cols, int64_t k,
                int upper);
+
+/* Pad: y: (out_dims) from x: (in_dims), out_dims[k] = in_dims[k] + begin[k] + end[k]; element i
+ * copies x at ck_k_pad_src (reflect or edge), or *value (esz bytes, host memory) where constant
+ * mode falls outside x. in_dims, out_dims, begin: (rank) */
+int ckrt_pad(ckrt_ctx *c, size_t esz, void *y, const void *x, int rank, const int64_t *in_dims, const int64_t *out_dims,
+             const int64_t *begin, int mode, const void *value);
 
 /* y[0..n) = *value (esz bytes). */
 int ckrt_fill(ckrt_ctx *c, size_t esz, void *y, const void *value, int64_t n);
@@ -234,6 +252,11 @@ int ckrt_gather_grad(ckrt_ctx *c, float *dx, const float *dy, const void *idx, c
  * dims; strides are dx's element strides times the steps, negative allowed). */
 int ckrt_slice_grad(ckrt_ctx *c, size_t esz, void *dx, const void *dy, int rank, const int64_t *dy_dims,
                     const int64_t *dx_strides, int64_t base, int64_t dx_n);
+
+/* Pad gradient (cpu_train_move.c): dx: (in_dims) element j = the sum of the dy: (out_dims)
+ * elements the forward copied from x element j (ck_k_pad_grad: a fixed order, no atomics). */
+int ckrt_pad_grad(ckrt_ctx *c, float *dx, const float *dy, int rank, const int64_t *in_dims, const int64_t *out_dims,
+                  const int64_t *begin, int mode);
 
 /* Offload: copy `bytes` from the arena to the host pool (ckrt_offload) or back (ckrt_reload)
  * through the backend's copy hooks (memcpy on the CPU; the copy stream on CUDA). */

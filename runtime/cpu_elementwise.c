@@ -73,7 +73,7 @@ int ckrt_binary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *a, cons
             case CKRT_I64: case CKRT_I32: {
                 int64_t x = dt == CKRT_I64 ? ((const int64_t *)a)[ia] : ((const int32_t *)a)[ia];
                 int64_t z = dt == CKRT_I64 ? ((const int64_t *)b)[ib] : ((const int32_t *)b)[ib];
-                if (op == CKRT_DIV && z == 0)
+                if ((op == CKRT_DIV || op == CKRT_MOD || op == CKRT_FMOD) && z == 0)
                     return ckrt_fail(c, CKRT_ERR_DATA, "integer division by zero at element %lld", (long long)i);
                 if (cmp) ((uint8_t *)y)[i] = ck_k_compare_i64(op, x, z);
                 else if (dt == CKRT_I64) ((int64_t *)y)[i] = ck_k_binary_i64(op, x, z);

@@ -1,5 +1,5 @@
 /* cpu_move.c — the CPU backend's data-movement kernels: strided copy (Transpose, Slice, Expand),
- * Concat, Split, Gather, Trilu, fill (ConstantOfShape) and Range.
+ * Concat, Split, Gather, Pad, ScatterND, GatherND, Trilu, fill (ConstantOfShape) and Range.
  *
  * Every kernel is dtype-agnostic: elements are esz opaque bytes (float16 included). The index
  * arithmetic comes from the bodies in ckrt_kernels_move.h; here it is evaluated once per output
@@ -122,6 +122,58 @@ int ckrt_trilu(ckrt_ctx *c, size_t esz, void *y, const void *x, int64_t batch, i
         if (ck_k_trilu_keep(i, rows, cols, k, upper)) copy_elem(yb + i * (int64_t)esz, xb + i * (int64_t)esz, esz);
         else memset(yb + i * (int64_t)esz, 0, esz);
     }
+    return CKRT_OK;
+}
+
+int ckrt_pad(ckrt_ctx *c, size_t esz, void *y, const void *x, int rank, const int64_t *in_dims, const int64_t *out_dims,
+             const int64_t *begin, int mode, const void *value) {
+    (void)c;
+    unsigned char *yb = y;
+    const unsigned char *xb = x;
+    int64_t n = 1;
+    for (int k = 0; k < rank; k++) n *= out_dims[k];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t src = ck_k_pad_src(i, rank, in_dims, out_dims, begin, mode);
+        copy_elem(yb + i * (int64_t)esz, src < 0 ? (const unsigned char *)value : xb + src * (int64_t)esz, esz);
+    }
+    return CKRT_OK;
+}
+
+int ckrt_nd_check(ckrt_ctx *c, const int64_t *idx, int k, const int64_t *dims, int64_t n) {
+    for (int64_t j = 0; j < n; j++)
+        if (ck_k_nd_row(idx, j, k, dims) < 0) {
+            for (int t = 0; t < k; t++)
+                if (idx[j * k + t] < -dims[t] || idx[j * k + t] >= dims[t])
+                    return ckrt_fail(c, CKRT_ERR_DATA, "index %lld (tuple %lld, position %d) is out of range [%lld, %lld)",
+                                     (long long)idx[j * k + t], (long long)j, t, -(long long)dims[t], (long long)dims[t]);
+        }
+    return CKRT_OK;
+}
+
+int ckrt_scatter_nd(ckrt_ctx *c, size_t esz, int reduction, void *y, const void *data, const int64_t *idx, const void *upd,
+                    int k, const int64_t *dims, int64_t n_upd, int64_t inner, int64_t data_n) {
+    CKRT_TRY(ckrt_nd_check(c, idx, k, dims, n_upd));
+    if (reduction != CKRT_SCATTER_NONE && esz != sizeof(float))
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "ScatterND reduction %d on %zu-byte elements", reduction, esz);
+    if (y != data) memcpy(y, data, (size_t)data_n * esz);
+    if (reduction != CKRT_SCATTER_NONE) {
+        for (int64_t r = 0; r < inner; r++) ck_k_scatter_nd_col(r, reduction, y, upd, idx, n_upd, k, dims, inner);
+        return CKRT_OK;
+    }
+    size_t bytes = (size_t)inner * esz;
+    for (int64_t j = 0; j < n_upd && bytes; j++)
+        memcpy((unsigned char *)y + ck_k_nd_row(idx, j, k, dims) * (int64_t)bytes, (const unsigned char *)upd + j * (int64_t)bytes,
+               bytes);
+    return CKRT_OK;
+}
+
+int ckrt_gather_nd(ckrt_ctx *c, size_t esz, void *y, const void *x, const int64_t *idx, int k, const int64_t *dims,
+                   int64_t n_idx, int64_t inner) {
+    CKRT_TRY(ckrt_nd_check(c, idx, k, dims, n_idx));
+    size_t bytes = (size_t)inner * esz;
+    for (int64_t j = 0; j < n_idx && bytes; j++)
+        memcpy((unsigned char *)y + j * (int64_t)bytes, (const unsigned char *)x + ck_k_nd_row(idx, j, k, dims) * (int64_t)bytes,
+               bytes);
     return CKRT_OK;
 }
 

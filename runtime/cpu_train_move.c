@@ -1,9 +1,10 @@
-/* cpu_train_move.c — the CPU backend's gradients of the data-movement ops Gather and Slice.
+/* cpu_train_move.c — the CPU backend's gradients of the data-movement ops Gather, Slice and Pad.
  *
  * Gather's gradient is a scatter-add; it runs as ck_k_gather_grad over whole (outer) blocks, so
  * every element of d(data) is summed over the indices in index order, with no atomics, the same
  * bits whatever the split. Slice's gradient is a zero fill, then the inverse of the forward's
- * strided copy (each dy element has its own destination: nothing is summed).
+ * strided copy (each dy element has its own destination: nothing is summed). Pad's gradient is
+ * a gather per dx element (ck_k_pad_grad) over the dy elements copied from it, in a fixed order.
  */
 #include "ckrt.h"
 #include "ckrt_kernels_train.h"
@@ -38,5 +39,14 @@ int ckrt_slice_grad(ckrt_ctx *c, size_t esz, void *dx, const void *dy, int rank,
         const unsigned char *from = s + j * (int64_t)esz;
         for (int64_t r = 0; r < row; r++) memcpy(to + r * step, from + r * (int64_t)esz, esz);
     }
+    return CKRT_OK;
+}
+
+int ckrt_pad_grad(ckrt_ctx *c, float *dx, const float *dy, int rank, const int64_t *in_dims, const int64_t *out_dims,
+                  const int64_t *begin, int mode) {
+    (void)c;
+    int64_t n = 1;
+    for (int k = 0; k < rank; k++) n *= in_dims[k];
+    for (int64_t j = 0; j < n; j++) dx[j] = ck_k_pad_grad(j, dy, rank, in_dims, out_dims, begin, mode);
     return CKRT_OK;
 }

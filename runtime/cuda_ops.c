@@ -568,6 +568,66 @@ static int cu_slice_grad(ckrt_ctx *c, size_t esz, void *dx, const void *dy, int 
     return g_slice_grad(c, prod(rank, dy_dims), &e, &DX, &DY, &rank, &D, &S, &base);
 }
 
+static int cu_pad(ckrt_ctx *c, size_t esz, void *y, const void *x, int rank, const int64_t *in_dims, const int64_t *out_dims,
+                  const int64_t *begin, int mode, const void *value) {
+    ck_dims I, O, B;
+    ck_value16 v;
+    if (esz > sizeof v) return ckrt_fail(c, CKRT_ERR_INTERNAL, "pad with %zu-byte elements", esz);
+    memset(&v, 0, sizeof v);
+    memcpy(&v, value, esz); /* a host literal in the generated code */
+    CKRT_TRY(dims_of(c, rank, in_dims, &I));
+    CKRT_TRY(dims_of(c, rank, out_dims, &O));
+    CKRT_TRY(dims_of(c, rank, begin, &B));
+    ckrt_dptr Y = P(y), X = P(x);
+    int e = (int)esz;
+    return g_pad(c, prod(rank, out_dims), &e, &Y, &X, &rank, &I, &O, &B, &mode, &v);
+}
+
+static int cu_pad_grad(ckrt_ctx *c, float *dx, const float *dy, int rank, const int64_t *in_dims, const int64_t *out_dims,
+                       const int64_t *begin, int mode) {
+    ck_dims I, O, B;
+    CKRT_TRY(dims_of(c, rank, in_dims, &I));
+    CKRT_TRY(dims_of(c, rank, out_dims, &O));
+    CKRT_TRY(dims_of(c, rank, begin, &B));
+    ckrt_dptr DX = P(dx), DY = P(dy);
+    return g_pad_grad(c, prod(rank, in_dims), &DX, &DY, &rank, &I, &O, &B, &mode);
+}
+
+/* ScatterND, GatherND: the indices are read back and checked as on the CPU first. */
+static int cu_nd_check(ckrt_ctx *c, const int64_t *idx, int k, const int64_t *dims, int64_t n) {
+    if (n <= 0 || k <= 0) return CKRT_OK;
+    int64_t *h = malloc(sizeof(int64_t) * (size_t)(n * k));
+    if (!h) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate %lld indices", (long long)(n * k));
+    int rc = ckrt_cu_read(c, h, P(idx), (int64_t)sizeof(int64_t) * n * k);
+    if (!rc) rc = ckrt_nd_check(c, h, k, dims, n);
+    free(h);
+    return rc;
+}
+
+static int cu_scatter_nd(ckrt_ctx *c, size_t esz, int reduction, void *y, const void *data, const int64_t *idx, const void *upd,
+                         int k, const int64_t *dims, int64_t n_upd, int64_t inner, int64_t data_n) {
+    CKRT_TRY(cu_nd_check(c, idx, k, dims, n_upd));
+    if (reduction != CKRT_SCATTER_NONE && esz != sizeof(float))
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "ScatterND reduction %d on %zu-byte elements", reduction, esz);
+    int64_t one = 1;
+    if (y != data) CKRT_TRY(cu_strided_copy(c, esz, y, data, 1, &data_n, &one, 0));
+    ck_dims D;
+    CKRT_TRY(dims_of(c, k, dims, &D));
+    ckrt_dptr Y = P(y), U = P(upd), I = P(idx);
+    int e = (int)esz;
+    return g_scatter_nd(c, n_upd ? inner : 0, &e, &reduction, &Y, &U, &I, &n_upd, &k, &D, &inner);
+}
+
+static int cu_gather_nd(ckrt_ctx *c, size_t esz, void *y, const void *x, const int64_t *idx, int k, const int64_t *dims,
+                        int64_t n_idx, int64_t inner) {
+    CKRT_TRY(cu_nd_check(c, idx, k, dims, n_idx));
+    ck_dims D;
+    CKRT_TRY(dims_of(c, k, dims, &D));
+    ckrt_dptr Y = P(y), X = P(x), I = P(idx);
+    int e = (int)esz;
+    return g_gather_nd(c, n_idx * inner, &e, &Y, &X, &I, &k, &D, &inner);
+}
+
 /* Only on the rerun after a non-finite loss: the values are read back and checked here. */
 static int cu_check_finite(ckrt_ctx *c, const float *x, int64_t n) {
     float *h = malloc(sizeof(float) * (size_t)(n ? n : 1));

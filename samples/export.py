@@ -6,7 +6,7 @@
 #     /usr/bin/python3 samples/export.py            # every sample
 #     /usr/bin/python3 samples/export.py gpt4       # only the named sample(s)
 #
-# It (re)writes, for each model NAME in mlp, gpt, bert, resnet, gpt_deep, gpt4:
+# It (re)writes, for each model NAME in mlp, gpt, bert, resnet, hardmlp, padnet, gpt_deep, gpt4:
 #
 #   samples/NAME.onnx              the model, exported in TRAINING mode at opset 17 without constant
 #                                  folding, so Dropout and BatchNormalization keep their training
@@ -106,6 +106,31 @@ class HardMLP(nn.Module):
     def forward(self, x):                      # x: (B, 32)
         h = F.hardswish(self.fc1(x) * 4.0)     # scaled so the values reach both flat parts
         return self.head(h * F.hardsigmoid(self.gate(h) * 4.0))
+
+
+class PadNet(nn.Module):
+    """F.pad in its three modes on a small conv net: reflect before conv1, replicate (ONNX's edge)
+    before conv2, and constant with pads computed from the feature map's shape as Swin pads to a
+    multiple of its window (Mod, Sub in the exported shape subgraph), then average pooling. A
+    learned gain written in place into channel 0 (`h[:, 0] = ...`) exports as ScatterND."""
+
+    def __init__(self, n_classes=10, window=4):
+        super().__init__()
+        self.window = window
+        self.conv1 = nn.Conv2d(3, 6, 3)
+        self.conv2 = nn.Conv2d(6, 8, 3)
+        self.gain = nn.Parameter(1.0 + 0.5 * torch.rand(11))
+        self.head = nn.Linear(8 * 3 * 3, n_classes)
+
+    def forward(self, x):                                                  # x: (B, 3, 10, 10)
+        r = torch.relu(self.conv1(F.pad(x, (1, 2, 2, 1), mode="reflect")))  # (B, 6, 11, 11)
+        h = r.clone()
+        h[:, 0] = r[:, 0] * self.gain                                        # ScatterND
+        h = self.conv2(F.pad(h, (1, 1, 0, 2), mode="replicate"))             # (B, 8, 11, 11)
+        w = self.window
+        pad_r, pad_b = (w - h.shape[-1] % w) % w, (w - h.shape[-2] % w) % w
+        h = F.pad(h, (0, pad_r, 0, pad_b), value=0.25)                      # (B, 8, 12, 12)
+        return self.head(torch.flatten(F.avg_pool2d(h, w), 1))
 
 
 class CausalSelfAttention(nn.Module):
@@ -290,6 +315,11 @@ SAMPLES = [
          outputs=["logits"], dynamic_axes=None, dims={},
          labels=lambda g, ex: torch.randint(0, 10, (8,), generator=g), sgd=True,
          fd_params=["fc1.weight", "gate.bias"]),
+    dict(name="padnet", model=lambda: PadNet(),
+         inputs=["x"], example=lambda g: [torch.randn(2, 3, 10, 10, generator=g)],
+         outputs=["logits"], dynamic_axes=None, dims={},
+         labels=lambda g, ex: torch.randint(0, 10, (2,), generator=g), sgd=True,
+         fd_params=["conv1.weight", "gain"]),
     dict(name="gpt_deep", model=lambda: GPT(n_layer=12),
          inputs=["idx"], example=lambda g: [tokens(g, (2, 16))],
          outputs=["logits"], dynamic_axes=None, dims={}),

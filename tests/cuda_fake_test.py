@@ -34,7 +34,7 @@ import sys
 
 from cuda_emu_test import dims_of, npys, rel  # the same sample dims, .npy loading and relative error
 
-SAMPLES = os.environ.get("CK_FAKE_SAMPLES", "mlp gpt bert resnet gpt4 hardmlp").split()
+SAMPLES = os.environ.get("CK_FAKE_SAMPLES", "mlp gpt bert resnet gpt4 hardmlp padnet").split()
 VARIANTS = [("train", []), ("blocks+offload", ["--checkpoint=blocks", "--offload"])]
 SEEDS = [0, 1, 2, 3]
 TOL = 1e-5

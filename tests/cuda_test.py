@@ -35,7 +35,7 @@ def sh(cmd):
         return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         raise SystemExit(f"FAIL: timed out after {TIMEOUT} s: {' '.join(cmd)}")
-SAMPLES = ["mlp", "gpt", "bert", "resnet", "gpt_deep", "gpt4", "hardmlp"]
+SAMPLES = ["mlp", "gpt", "bert", "resnet", "gpt_deep", "gpt4", "hardmlp", "padnet"]
 VARIANTS = [("train", []), ("infer", ["--infer"]), ("blocks+offload", ["--checkpoint=blocks", "--offload"])]
 
 

@@ -346,6 +346,17 @@ def _binary(c, key):
     c.ref = lambda P, I: [BINARY_FNS[op](P["a"], P["b"])]
 
 
+@cases([("mod_fmod_same", ((3, 4), (3, 4))), ("mod_fmod_bcast", ((2, 3, 4), (3, 1)))])
+def _mod(c, shapes):  # float Mod (fmod=1): a = b * (q + f) keeps a / b away from integers
+    sa, sb = shapes
+    b = c.away(sb, 0.5, 2.0)
+    q = c.rng.integers(-3, 4, sa) + np.where(c.rng.random(sa) < 0.5, -1, 1) * c.rng.uniform(0.2, 0.8, sa)
+    a = c.param("a", np.broadcast_to(b, bshape(sa, sb)).reshape(sa) * q)
+    b = c.param("b", b)
+    c.out(c.node("Mod", [a, b], fmod=1))
+    c.ref = lambda P, I: [torch.fmod(P["a"], P["b"])]
+
+
 @case("mul_fanout_square")
 def _(c):  # x * x + exp(x): three uses of one parameter accumulate
     x = c.param("x", c.normal((3, 4)))
@@ -730,6 +741,85 @@ def _gather(c, key):
     i = c.input("indices", np.asarray(idx, np.int64))
     c.out(c.node("Gather", [x, i], axis=axis))
     c.ref = lambda P, I: [t_gather(P["data"], I["indices"], axis)]
+
+
+def t_pad(x, pads, mode, value=0.0, axes=None):
+    """ONNX Pad: per axis, source indices from numpy's pad of an index range (reflect mirrors
+    periodically, edge repeats; a negative pad crops), or the constant outside the input."""
+    rank = x.dim()
+    axes = list(range(rank)) if axes is None else [a % rank for a in axes]
+    for k, a in enumerate(axes):
+        pb, pe, n = pads[k], pads[k + len(axes)], x.shape[a]
+        if mode == "constant":
+            src = np.arange(-max(pb, 0), n + max(pe, 0))
+        else:
+            src = np.pad(np.arange(n), (max(pb, 0), max(pe, 0)), mode=mode)
+        src = src[max(-pb, 0):len(src) - max(-pe, 0)]
+        inside = torch.tensor((src >= 0) & (src < n))
+        got = x.index_select(a, torch.tensor(np.clip(src, 0, n - 1), dtype=torch.long))
+        shape = [1] * rank
+        shape[a] = len(src)
+        x = torch.where(inside.reshape(shape), got, torch.full_like(got, value))
+    return x
+
+
+PADS = [  # name, shape, pads, mode, constant value, axes
+    ("pad_constant_zero_nchw", (2, 3, 4, 5), [0, 0, 1, 2, 0, 0, 2, 1], "constant", None, None),
+    ("pad_constant_value_crop", (3, 6), [2, -1, -2, 3], "constant", 1.5, None),
+    ("pad_reflect_hw", (2, 2, 4, 5), [0, 0, 2, 3, 0, 0, 3, 1], "reflect", None, None),
+    ("pad_reflect_longer_than_axis", (2, 3), [4, 5, 3, 2], "reflect", None, None),
+    ("pad_reflect_len1_axis", (1, 4), [2, 1, 1, 2], "reflect", None, None),
+    ("pad_edge_hw", (2, 3, 4), [0, 3, 1, 0, 2, 4], "edge", None, None),
+    ("pad_edge_crop", (4, 5), [-1, 2, 3, -2], "edge", None, None),
+    ("pad_reflect_axes_opset18", (2, 3, 5), [2, 1, 1, 3], "reflect", None, [-1, 1]),
+]
+
+
+@cases([(p[0], p[1:]) for p in PADS])
+def _pad(c, key):
+    shape, pads, mode, value, axes = key
+    x = c.param("x", c.normal(shape))
+    ins = [x, c.ints(pads)]
+    if value is not None or axes is not None:
+        ins.append(c.const(np.float32(value or 0.0)) if value is not None else "")
+    if axes is not None:
+        ins.append(c.ints(axes))
+        c.opset = 18
+    c.out(c.node("Pad", ins, mode=mode))
+    c.ref = lambda P, I: [t_pad(P["x"], pads, mode, value or 0.0, axes)]
+
+
+def t_scatter_nd(data, idx, upd, reduction):
+    k = idx.shape[-1]
+    cols = tuple(torch.tensor(c, dtype=torch.long) for c in idx.reshape(-1, k).T)
+    return data.index_put(cols, upd.reshape((-1,) + tuple(data.shape[k:])), accumulate=reduction == "add")
+
+
+SCATTERS = [  # name, data shape, indices, updates shape, reduction
+    ("scatternd_rows", (5, 3), [[4], [0], [2]], (3, 3), "none"),
+    ("scatternd_elements_neg", (3, 4), [[[0, 1], [2, -1]], [[1, 0], [-3, 3]]], (2, 2), "none"),
+    ("scatternd_add_dups", (4, 2, 3), [[1], [3], [1]], (3, 2, 3), "add"),
+]
+
+
+@cases([(s[0], s[1:]) for s in SCATTERS])
+def _scatter_nd(c, key):
+    shape, idx, ushape, red = key
+    x = c.param("data", c.normal(shape))
+    u = c.param("updates", c.normal(ushape))
+    i = c.ints(idx)
+    c.out(c.node("ScatterND", [x, i, u], **({} if red == "none" else {"reduction": red})))
+    c.ref = lambda P, I: [t_scatter_nd(P["data"], np.asarray(idx), P["updates"], red)]
+
+
+@cases([("gathernd_rows_dups", ((5, 3), [[4], [0], [4]])), ("gathernd_elements", ((3, 4, 2), [[[0, 1], [2, 3]], [[2, 0], [1, 1]]]))])
+def _gather_nd(c, key):
+    shape, idx = key
+    x = c.param("data", c.normal(shape))
+    i = c.input("indices", np.asarray(idx, np.int64))
+    c.out(c.node("GatherND", [x, i]))
+    k = np.asarray(idx).shape[-1]
+    c.ref = lambda P, I: [P["data"][tuple(torch.as_tensor(I["indices"][..., t]) for t in range(k))]]
 
 
 @cases([("expand_col_to_rank3", ((3, 1), [2, 3, 4])), ("expand_row", ((4,), [3, 4])),

@@ -305,6 +305,18 @@ START_TEST(compare_to_bool) {
 }
 END_TEST
 
+START_TEST(mod_fmod) {
+    ck_node *a = NODE(CK_OP_MOD, "/mod/int", 1, IN("a", CK_I64, 2, 3), IN("b", CK_I64, 3));
+    INFER_OK(a);
+    EXPECT(a->out[0], CK_I64, 2, 3);
+    ck_node *b = NODE(CK_OP_MOD, "/mod/float", 1, IN("a1", CK_F32, 4), IN("b1", CK_F32, 4));
+    EXPECT_FAIL(b, CK_ERR_MODEL, "fmod=1");
+    attr_int(b, "fmod", 1);
+    INFER_OK(b);
+    EXPECT(b->out[0], CK_F32, 4);
+}
+END_TEST
+
 START_TEST(where_three_way) {
     ck_node *n = NODE(CK_OP_WHERE, "/where", 1, IN("c", CK_BOOL, 2, 1, 1), IN("x", CK_F32, 3, 1), IN("y", CK_F32, 4));
     INFER_OK(n);
@@ -965,6 +977,64 @@ START_TEST(slice_errors) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- Pad, ScatterND, GatherND */
+
+START_TEST(pad_forms) {
+    /* pads (begin..., end...) over every axis; a negative pad crops */
+    ck_node *a = NODE(CK_OP_PAD, "/pad/all", 1, IN("x", CK_F32, 2, 3, 4), VEC("p", 0, 1, -1, 0, 2, 3));
+    INFER_OK(a);
+    EXPECT(a->out[0], CK_F32, 2, 6, 6);
+    /* opset 18 axes (negative allowed), constant_value of the data's dtype; reflect past the axis */
+    ck_node *b = NODE(CK_OP_PAD, "/pad/axes", 1, IN("x1", CK_I64, 2, 3), VEC("p1", 4, 5), scalar_i64("v1", 7), VEC("a1", -1));
+    INFER_OK(b);
+    EXPECT(b->out[0], CK_I64, 2, 12);
+    ck_node *c = NODE(CK_OP_PAD, "/pad/reflect", 1, IN("x2", CK_F32, 3, 2), VEC("p2", 5, 0, 0, 5));
+    attr_str(c, "mode", "reflect");
+    INFER_OK(c);
+    EXPECT(c->out[0], CK_F32, 8, 7);
+    int64_t begin[CK_MAX_RANK], end[CK_MAX_RANK];
+    int mode;
+    ck_assert_int_eq(ck_pad_params(c, begin, end, &mode, NULL), CK_OK);
+    ck_assert(mode == CK_PAD_REFLECT && begin[0] == 5 && begin[1] == 0 && end[0] == 0 && end[1] == 5);
+}
+END_TEST
+
+START_TEST(pad_errors) {
+    ck_node *a = NODE(CK_OP_PAD, "/pad/rt", 1, IN("x", CK_F32, 2, 3), IN("p", CK_I64, 4));
+    EXPECT_FAIL(a, CK_ERR_UNSUPPORTED, "pads", "'p'", "compile time");
+    ck_node *b = NODE(CK_OP_PAD, "/pad/wrap", 1, IN("x1", CK_F32, 2, 3), VEC("p1", 1, 1, 1, 1));
+    attr_str(b, "mode", "wrap");
+    EXPECT_FAIL(b, CK_ERR_UNSUPPORTED, "wrap");
+    ck_node *c = NODE(CK_OP_PAD, "/pad/count", 1, IN("x2", CK_F32, 2, 3), VEC("p2", 1, 1));
+    EXPECT_FAIL(c, CK_ERR_SHAPE, "2 x 2");
+    ck_node *d = NODE(CK_OP_PAD, "/pad/neg", 1, IN("x3", CK_F32, 2, 3), VEC("p3", 0, -2, 0, -2));
+    EXPECT_FAIL(d, CK_ERR_SHAPE, "negative size");
+    ck_node *e = NODE(CK_OP_PAD, "/pad/empty", 1, IN("x4", CK_F32, 0, 3), VEC("p4", 1, 0, 0, 0));
+    attr_str(e, "mode", "edge");
+    EXPECT_FAIL(e, CK_ERR_SHAPE, "empty");
+    ck_node *f = NODE(CK_OP_PAD, "/pad/value", 1, IN("x5", CK_F32, 2), VEC("p5", 1, 1), scalar_i64("v5", 0));
+    EXPECT_FAIL(f, CK_ERR_SHAPE, "float32");
+}
+END_TEST
+
+START_TEST(nd_forms) {
+    /* indices (2, 3, 1) address rows of data (5, 4): updates/output (2, 3, 4) */
+    ck_node *a = NODE(CK_OP_GATHER_ND, "/gnd/rows", 1, IN("x", CK_F32, 5, 4), IN("i", CK_I64, 2, 3, 1));
+    INFER_OK(a);
+    EXPECT(a->out[0], CK_F32, 2, 3, 4);
+    ck_node *b = NODE(CK_OP_SCATTER_ND, "/snd/elems", 1, IN("x1", CK_F32, 5, 4), IN("i1", CK_I64, 3, 2), IN("u1", CK_F32, 3));
+    INFER_OK(b);
+    EXPECT(b->out[0], CK_F32, 5, 4);
+    ck_node *c = NODE(CK_OP_SCATTER_ND, "/snd/shape", 1, IN("x2", CK_F32, 5, 4), IN("i2", CK_I64, 3, 1), IN("u2", CK_F32, 3));
+    EXPECT_FAIL(c, CK_ERR_SHAPE, "updates");
+    ck_node *d = NODE(CK_OP_GATHER_ND, "/gnd/range", 1, IN("x3", CK_F32, 5, 4), konst("i3", CK_I64, 2, DIMS(1, 2), DIMS(1, 4)));
+    EXPECT_FAIL(d, CK_ERR_SHAPE, "index 4");
+    ck_node *e = NODE(CK_OP_SCATTER_ND, "/snd/max", 1, IN("x4", CK_F32, 5), IN("i4", CK_I64, 1, 1), IN("u4", CK_F32, 1));
+    attr_str(e, "reduction", "max");
+    EXPECT_FAIL(e, CK_ERR_UNSUPPORTED, "max");
+}
+END_TEST
+
 /* ---------------------------------------------------------------- Gather, (Un)Squeeze, Expand, Trilu */
 
 START_TEST(gather_axes) {
@@ -1192,7 +1262,7 @@ static Suite *infer_suite(void) {
     struct { const char *name; const TTest *tests[12]; } groups[] = {
         {"dense", {gemm_plain, gemm_trans_and_bias, gemm_errors, matmul_2d_and_batched, matmul_1d_operands, matmul_errors}},
         {"elementwise", {binary_broadcast, binary_errors, pow_mixed_dtypes, compare_to_bool, where_three_way, where_errors,
-                         unary_every_op, not_and_gelu, clip_min_max, cast_dtypes, cast_errors}},
+                         unary_every_op, not_and_gelu, clip_min_max, cast_dtypes, cast_errors, mod_fmod}},
         {"norm", {softmax_axes, softmax_errors, layer_norm_axes, layer_norm_errors, batch_norm_modes, batch_norm_errors,
                   dropout_forms, dropout_errors}},
         {"conv", {conv_2d, conv_auto_pad_and_1d, conv_errors, max_pool_modes, pool_errors, avg_and_global_pool}},
@@ -1200,7 +1270,7 @@ static Suite *infer_suite(void) {
         {"layout", {flatten_axes, reshape_ok, reshape_errors, transpose_perm, concat_axes, concat_errors, split_forms,
                     split_errors}},
         {"index", {slice_basic, slice_negative_step_start_clamp, slice_errors, gather_axes, gather_errors, unsqueeze_forms,
-                   squeeze_forms, expand_bidirectional, trilu_forms}},
+                   squeeze_forms, expand_bidirectional, trilu_forms, pad_forms, pad_errors, nd_forms}},
         {"shape", {shape_ranges, constant_of_shape, range_counts, range_errors}},
         {"arity", {arity_checks}},
     };

@@ -81,7 +81,7 @@ def rel_err(a, b):
     return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))) / max(float(np.max(np.abs(b))), 1e-30))
 
 
-SAMPLES = [s for s in ["mlp", "gpt", "bert", "resnet", "gpt4", "hardmlp"] if re.search(args.filter, s)]
+SAMPLES = [s for s in ["mlp", "gpt", "bert", "resnet", "gpt4", "hardmlp", "padnet"] if re.search(args.filter, s)]
 
 
 def parity(name):
