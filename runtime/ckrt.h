@@ -230,6 +230,27 @@ typedef struct ckrt_state {
     int64_t offset, grad_offset;
 } ckrt_state;
 
+/* --export-onnx (main_export.c): the source model as ckptc compiled it. files[0] is the model
+ * (its absolute path), the others its external data files (their location, relative to the
+ * model's directory); each with its size and ckrt_checksum then, so a changed file is refused.
+ * ranges[i]: where state entry i's payload lies, raw little-endian bytes at files[file] + offset
+ * (file -1: not one byte range in the source, so not exportable). */
+typedef struct ckrt_source_file {
+    const char *path;
+    uint64_t size, checksum;
+} ckrt_source_file;
+
+typedef struct ckrt_source_range {
+    int file;
+    int64_t offset, length;
+} ckrt_source_range;
+
+typedef struct ckrt_source {
+    int n_files;
+    const ckrt_source_file *files;
+    const ckrt_source_range *ranges; /* n_state of them, in the state table's order */
+} ckrt_source;
+
 typedef struct ckrt_program {
     const char *name;
     const char *provenance;        /* ckptc version, command line, producer, opset */
@@ -261,6 +282,8 @@ typedef struct ckrt_program {
     const ckrt_state *state;
     /* ckptc --data-parallel: the communicator's constructor (ckrt_mpi_comm_init); NULL: one process */
     int (*comm_init)(int *argc, char ***argv, struct ckrt_comm **out, char *msg, size_t msg_size);
+    /* training: the source model, for --export-onnx; NULL: compiled from memory (not exportable) */
+    const ckrt_source *source;
 } ckrt_program;
 
 /* One curve of a memory timeline: bytes in use per step, with the step where the backward
