@@ -23,13 +23,15 @@ steps with --export-onnx, --export-safetensors and --dump-params:
    values bit for bit the --dump-params files;
 6. torch: the safetensors values load into the PyTorch module that was exported
    (samples/export.py's ResidualMLP / ResNet, load_state_dict(strict=False): nothing missing but
-   num_batches_tracked, nothing unexpected) and its forward equals the exported model's --infer
-   output (mlp: within 1e-5).
+   num_batches_tracked, nothing unexpected) and its forward (in training mode, as the samples were
+   exported: BatchNorm normalizes with the batch's statistics) is within 1e-5 of the exported
+   model's --infer output.
 Then the errors, each exit 2 with one line, before any step, leaving no FILE and no FILE.tmp: the
 source model changed since compiling (and --source-model pointing at an unchanged copy exports),
 the source model missing, FILE in a missing directory, FILE a directory, FILE whose external data
 would replace the source's own, --export-safetensors in a missing directory, --source-model
 without --export-onnx, --export-onnx on an inference program.
+Data parallel (with mpirun): 2 ranks, rank 0 writes both files, equal to its --dump-params.
 Ends with `N passed, N failed`.
 """
 import json
@@ -221,7 +223,7 @@ def check_model(tag, src, dims, x, torch_module=None, torch_tol=None, external=F
         return
     import torch
     torch.set_num_threads(1)
-    model = torch_module()
+    model = torch_module()  # in training mode, as exported
     r = model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()}, strict=False)
     missing = [k for k in r.missing_keys if not k.endswith("num_batches_tracked")]
     with torch.no_grad():
@@ -290,16 +292,36 @@ def external_model():
     return f"{d}/mlp-ext.onnx"
 
 
+def data_parallel():
+    """2 ranks (mpirun): rank 0 writes the exports, equal to its --dump-params."""
+    if not shutil.which("mpirun") or not shutil.which("mpicc"):
+        print("skip data parallel: no mpirun/mpicc")
+        return
+    w = f"{WORK}/dp"
+    os.makedirs(w)
+    trainer = build(os.path.join(SAMPLES, "mlp.onnx"), f"{w}/train", ["--dim", "batch=4", "--data-parallel"])
+    p = run(["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2", trainer, "--steps", "2",
+             "--export-onnx", f"{w}/m.onnx", "--export-safetensors", f"{w}/m.safetensors", "--dump-params", f"{w}/params"])
+    ok = p.returncode == 0 and os.path.exists(f"{w}/m.onnx")
+    if ok:
+        params = {f[:-4]: np.load(f"{w}/params/{f}") for f in os.listdir(f"{w}/params")}
+        gi = {t.name: numpy_helper.to_array(t) for t in onnx.load(f"{w}/m.onnx").graph.initializer}
+        _, st, _ = read_safetensors(f"{w}/m.safetensors")
+        ok = all(gi[k].tobytes() == v.tobytes() and st[k].tobytes() == v.tobytes() for k, v in params.items())
+    check("data parallel, 2 ranks: rank 0 exports both files, equal to --dump-params", ok, p.stderr[-800:])
+
+
 def main():
     import export
     rng = np.random.default_rng(11)
     x_mlp = rng.standard_normal((8, 64)).astype(np.float32)
     check_model("mlp", os.path.join(SAMPLES, "mlp.onnx"), ["--dim", "batch=8"], x_mlp, export.ResidualMLP, 1e-5)
     x_res = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
-    check_model("resnet", os.path.join(SAMPLES, "resnet.onnx"), [], x_res)
+    check_model("resnet", os.path.join(SAMPLES, "resnet.onnx"), [], x_res, export.ResNet, 1e-5)
     # layers.1 frozen: its initializers are constants, not state, and must come out as they were
     check_model("mlp-ext", external_model(), ["--dim", "batch=8"], x_mlp, external=True, train_flags=["--freeze", r"layers\.1\."])
     errors()
+    data_parallel()
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     return 0 if all(results) else 1
 
