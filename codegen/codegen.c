@@ -442,7 +442,8 @@ static bool write_source(const ck_graph *g, FILE *f) {
                 const ck_value *v = pass ? g->values[i] : g->train_params[i];
                 if (pass && v->role != CK_ROLE_BUFFER) continue;
                 const ck_payload *q = ck_map_get(by_name, v->name);
-                bool fits = q && q->file >= 0 && q->length == (uint64_t)ck_value_numel(v) * ck_dtype_size(v->dtype);
+                /* the loaded initializer itself (not a value a pass made under its name), whole */
+                bool fits = q && v->initializer && q->file >= 0 && q->length == (uint64_t)ck_value_numel(v) * ck_dtype_size(v->dtype);
                 fprintf(f, "    {%d, %lld, %lld},\n", fits ? q->file : -1, fits ? (long long)q->offset : 0LL,
                         fits ? (long long)q->length : 0LL);
                 n++;

@@ -3,7 +3,8 @@
 
     export_test.py CKPTC SAMPLES_DIR WORKDIR
 
-For the mlp sample, the resnet sample (BatchNorm: its running statistics are state too) and the
+For the mlp sample, the resnet sample (BatchNorm: its running statistics are state too), the gpt
+sample (token input, constant initializers outside the state) and the
 mlp saved with external data (location weights/mlp.data, a subdirectory; layers.1 frozen, so
 its initializers are constants outside the state), each trained 3 AdamW
 steps with --export-onnx, --export-safetensors and --dump-params:
@@ -270,7 +271,7 @@ def errors():
                 "does not exist", [f"{w}/nope/m.safetensors"])
     check_error("--source-model without --export-onnx", [trainer] + good, "only with --export-onnx", [])
     # external data: exporting into the source's own directory would replace its data file
-    ext = f"{WORK}/ext-src/mlp-ext.onnx"
+    ext = f"{WORK}/ext-src/mlp-ext.onnx"  # main() made it
     ext_train = f"{WORK}/mlp-ext/train/trainer"  # check_model built it
     data_file = f"{WORK}/ext-src/weights/mlp.data"
     before = open(data_file, "rb").read()
@@ -318,6 +319,9 @@ def main():
     check_model("mlp", os.path.join(SAMPLES, "mlp.onnx"), ["--dim", "batch=8"], x_mlp, export.ResidualMLP, 1e-5)
     x_res = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
     check_model("resnet", os.path.join(SAMPLES, "resnet.onnx"), [], x_res, export.ResNet, 1e-5)
+    # gpt: token input, constants among the initializers (not state), dropout
+    idx = np.load(os.path.join(SAMPLES, "gpt.in.idx.npy"))
+    check_model("gpt", os.path.join(SAMPLES, "gpt.onnx"), [], rng.integers(0, 97, idx.shape).astype(idx.dtype))
     # layers.1 frozen: its initializers are constants, not state, and must come out as they were
     check_model("mlp-ext", external_model(), ["--dim", "batch=8"], x_mlp, external=True, train_flags=["--freeze", r"layers\.1\."])
     errors()
