@@ -20,7 +20,8 @@
  * reads or fills the inputs, runs the step (inference) or N training steps (forward, the loss
  * checked, then backward with each parameter's update as soon as its gradient is final; the loss
  * printed each step), measures the arena's high-water mark and writes outputs,
- * gradients, parameters and the report.
+ * gradients, parameters and the report, and the trained state back into the source model
+ * (--export-onnx, from ckrt_program.source) or a safetensors file.
  *
  * Rules: the library never exits the process and never prints on its own except from
  * ckrt_main; every entry point returns CKRT_OK (0) or an error code with a message in c->msg.
