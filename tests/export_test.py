@@ -5,7 +5,7 @@
 
 For the mlp sample, the resnet sample (BatchNorm: its running statistics are state too), the gpt
 sample (token input, constant initializers outside the state) and the
-mlp saved with external data (location weights/mlp.data, a subdirectory; layers.1 frozen, so
+mlp with its initializers as packed float_data, the mlp saved with external data (location weights/mlp.data, a subdirectory; layers.1 frozen, so
 its initializers are constants outside the state), each trained 3 AdamW
 steps with --export-onnx, --export-safetensors and --dump-params:
 1. onnx.checker passes on the exported model (by path: external data included).
@@ -123,6 +123,21 @@ def without_state_payloads(proto, state):
     return m.SerializeToString()
 
 
+def replaced_in_place(proto, params):
+    """The source proto with each state payload replaced in its own encoding (raw_data or float_data)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(proto)
+    for t in m.graph.initializer:
+        if t.name not in params:
+            continue
+        if t.HasField("raw_data"):
+            t.raw_data = params[t.name].tobytes()
+        else:
+            del t.float_data[:]
+            t.float_data.extend(params[t.name].flatten().tolist())
+    return m.SerializeToString()
+
+
 def expected_model(src_path, params, out_path):
     """The source with its state initializers replaced by the --dump-params values (Python's view)."""
     m = onnx.load(src_path)
@@ -194,13 +209,13 @@ def check_model(tag, src, dims, x, torch_module=None, torch_tol=None, external=F
           without_state_payloads(got, params) == without_state_payloads(source, params)
           and os.path.getsize(onnx_out) == os.path.getsize(src))
     exp_path = f"{w}/expected.onnx"
-    expected = expected_model(src, params, exp_path)
+    expected_model(src, params, exp_path)
     src_bytes = open(src, "rb").read()
     if external:
         check_external(tag, src, onnx_out, params)
     elif source.SerializeToString() == src_bytes:
         check(f"{tag}: the export is byte for byte the source with the state payloads replaced",
-              expected.SerializeToString() == open(onnx_out, "rb").read())
+              replaced_in_place(source, params) == open(onnx_out, "rb").read())
     # ckptc compiles the export; its inference equals that of the expectation, bit for bit
     x_name = source.graph.input[0].name
     mine, err = infer_outputs(onnx_out, f"{w}/infer-export", dims, x_name, x)
@@ -277,10 +292,24 @@ def errors():
     before = open(data_file, "rb").read()
     check_error("--export-onnx next to the source's own external data", [ext_train, "--export-onnx", f"{WORK}/ext-src/again.onnx"],
                 "would replace", [f"{WORK}/ext-src/again.onnx"])
+    src_before = open(ext, "rb").read()
+    check_error("--export-onnx onto the source model itself", [ext_train, "--export-onnx", ext], "would replace the source model itself",
+                [ext + ".x"])
+    check("... and the source model is untouched", open(ext, "rb").read() == src_before)
     check("... and the source's external data is untouched", open(data_file, "rb").read() == before)
-    check("... the source model too", os.path.getsize(ext) > 0 and onnx.load(ext) is not None)
     infer = build(os.path.join(SAMPLES, "mlp.onnx"), f"{w}/infer", ["--infer", "--dim", "batch=8"])
     check_error("--export-onnx on an inference program", [infer, "--export-onnx", out], "inference program", [out])
+
+
+def float_data_model():
+    """The mlp sample with every initializer stored as (packed) float_data instead of raw_data."""
+    m = onnx.load(os.path.join(SAMPLES, "mlp.onnx"))
+    for t in m.graph.initializer:
+        a = numpy_helper.to_array(t)
+        t.CopyFrom(onnx.helper.make_tensor(t.name, onnx.TensorProto.FLOAT, a.shape, a.flatten().tolist(), raw=False))
+    path = f"{WORK}/mlp-float-data.onnx"
+    onnx.save(m, path)
+    return path
 
 
 def external_model():
@@ -319,6 +348,7 @@ def main():
     check_model("mlp", os.path.join(SAMPLES, "mlp.onnx"), ["--dim", "batch=8"], x_mlp, export.ResidualMLP, 1e-5)
     x_res = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
     check_model("resnet", os.path.join(SAMPLES, "resnet.onnx"), [], x_res, export.ResNet, 1e-5)
+    check_model("mlp-float_data", float_data_model(), ["--dim", "batch=8"], x_mlp)
     # gpt: token input, constants among the initializers (not state), dropout
     idx = np.load(os.path.join(SAMPLES, "gpt.in.idx.npy"))
     check_model("gpt", os.path.join(SAMPLES, "gpt.onnx"), [], rng.integers(0, 97, idx.shape).astype(idx.dtype))
