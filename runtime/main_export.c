@@ -119,6 +119,15 @@ int ckrt_run_check_export(run *r) {
                              "model (float_data unpacked or split); re-save the model with raw_data (onnx.save)", p->state[i].name);
     CKRT_TRY(check_dest(r, "--export-onnx", r->export_onnx));
     for (int k = 0; k < p->source->n_files; k++) CKRT_TRY(check_source_file(r, k));
+    for (int k = 1; k < p->source->n_files; k++) /* one data file under two locations ("w.bin", "./w.bin") */
+        for (int j = 1; j < k; j++) {
+            char a[PATH_N], b[PATH_N];
+            CKRT_TRY(source_path(r, j, a));
+            CKRT_TRY(source_path(r, k, b));
+            if (same_file(a, b))
+                return ckrt_fail(&r->c, CKRT_ERR_USAGE, "--export-onnx: the source model names one external data file as '%s' and "
+                                 "'%s'; give every tensor the same location", p->source->files[j].path, p->source->files[k].path);
+        }
     return CKRT_OK;
 }
 

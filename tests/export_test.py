@@ -30,7 +30,7 @@ steps with --export-onnx, --export-safetensors and --dump-params:
 Then the errors, each exit 2 with one line, before any step, leaving no FILE and no FILE.tmp: the
 source model changed since compiling (and --source-model pointing at an unchanged copy exports),
 the source model missing, FILE in a missing directory, FILE a directory, FILE whose external data
-would replace the source's own, --export-safetensors in a missing directory, --source-model
+would replace the source's own, one external data file under two locations, --export-safetensors in a missing directory, --source-model
 without --export-onnx, --export-onnx on an inference program.
 Data parallel (with mpirun): 2 ranks, rank 0 writes both files, equal to its --dump-params.
 Ends with `N passed, N failed`.
@@ -297,6 +297,16 @@ def errors():
                 [ext + ".x"])
     check("... and the source model is untouched", open(ext, "rb").read() == src_before)
     check("... and the source's external data is untouched", open(data_file, "rb").read() == before)
+    # one data file under two locations
+    m = onnx.load(ext, load_external_data=False)
+    for e in m.graph.initializer[0].external_data:
+        if e.key == "location":
+            e.value = "./weights/mlp.data"
+    two = f"{WORK}/ext-src/two-names.onnx"
+    onnx.save(m, two)
+    two_train = build(two, f"{w}/two", ["--dim", "batch=8"])
+    check_error("one external data file under two locations", [two_train, "--export-onnx", out], "names one external data file",
+                [out, f"{w}/out/weights/mlp.data"])
     infer = build(os.path.join(SAMPLES, "mlp.onnx"), f"{w}/infer", ["--infer", "--dim", "batch=8"])
     check_error("--export-onnx on an inference program", [infer, "--export-onnx", out], "inference program", [out])
 
