@@ -111,8 +111,8 @@ int ckrt_run_check_export(run *r) {
     if (r->export_st) CKRT_TRY(check_dest(r, "--export-safetensors", r->export_st));
     if (!r->export_onnx) return CKRT_OK;
     if (!p->source)
-        return ckrt_fail(&r->c, CKRT_ERR_USAGE, "--export-onnx: this program was compiled from a model in memory, not a file; "
-                         "recompile it from the .onnx file");
+        return ckrt_fail(&r->c, CKRT_ERR_USAGE, "--export-onnx: ckptc recorded no source model for this program (compiled from "
+                         "memory, or the model file could not be read again); recompile it from the .onnx file");
     for (int i = 0; i < p->n_state; i++)
         if (p->source->ranges[i].file < 0)
             return ckrt_fail(&r->c, CKRT_ERR_USAGE, "--export-onnx: initializer '%s' is not stored as one byte range in the source "
