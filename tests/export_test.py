@@ -77,17 +77,18 @@ ST_DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.
 
 
 def read_safetensors(path):
-    """(header dict, {name: array}) from the format's description; raises ValueError if malformed."""
+    """(header, {name: array}, the header's keys in file order) from the format's description;
+    raises ValueError if the file is malformed."""
     data = open(path, "rb").read()
     if len(data) < 8:
         raise ValueError("shorter than the 8-byte header length")
     n = struct.unpack("<Q", data[:8])[0]
     if 8 + n > len(data):
         raise ValueError(f"header length {n} past the end of the file")
-    raw = data[8:8 + n]
-    header = json.loads(raw.decode("utf-8"))
-    if (8 + n) % 8 or raw.rstrip(b" ") != raw[:len(raw.rstrip(b" "))] or not raw.decode().rstrip(" ").endswith("}"):
-        raise ValueError("the data does not start at a multiple of 8 or the padding is not spaces")
+    text = data[8:8 + n].decode("utf-8")
+    if (8 + n) % 8:
+        raise ValueError(f"the data starts at byte {8 + n}, not a multiple of 8")
+    header = json.loads(text.rstrip(" "))  # only spaces may follow the JSON object (padding)
     body = data[8 + n:]
     meta = header.pop("__metadata__", {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
@@ -108,7 +109,7 @@ def read_safetensors(path):
         if a.size != int(np.prod(v["shape"], dtype=np.int64)):
             raise ValueError(f"'{k}': {e - b} bytes for shape {v['shape']} of {v['dtype']}")
         out[k] = a.reshape(v["shape"])
-    return header, out, list(json.loads(raw.decode("utf-8")).keys())
+    return header, out, list(json.loads(text.rstrip(" ")).keys())
 
 
 # ---------------------------------------------------------------- one model
