@@ -76,6 +76,12 @@ static const char *usage_compile =
     "  --update-at-end          run every parameter's update after the whole backward (default: each one\n"
     "                           as soon as its gradient is final and the old weights are last read, which\n"
     "                           frees the gradient there; same bits either way)\n"
+    "  --grad-accum             plan a gradient accumulator per parameter (one gradient's size each, in the\n"
+    "                           static region) so that the trainer's --grad-accum K sums K micro-batches\n"
+    "                           before each update\n"
+    "  --clip-grad-norm X       the trainer clips the global gradient L2 norm to X (its --clip-grad-norm\n"
+    "                           overrides X); implies --update-at-end, since the norm needs every gradient\n"
+    "                           before the first update (--plan-only says what that costs)\n"
     "checkpointing:\n"
     "  --checkpoint=POLICY      none (default), blocks (repeated module scopes such as /layers.N/),\n"
     "                           every:K (a segment every K cut points), sqrt (about sqrt(n) segments),\n"
@@ -159,7 +165,7 @@ typedef struct compile_flags {
 } compile_flags;
 
 enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE, O_OFFLOAD,
-       O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET, O_DP_OVERLAP, O_UPDATE_AT_END };
+       O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET, O_DP_OVERLAP, O_UPDATE_AT_END, O_GRAD_ACCUM, O_CLIP };
 static const struct option compile_opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
                                              {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
                                              {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
@@ -174,6 +180,8 @@ static const struct option compile_opts[] = {{"out-dir", required_argument, 0, '
                                              {"data-parallel", no_argument, 0, O_DP}, {"dp-bucket", required_argument, 0, O_DP_BUCKET},
                                              {"dp-overlap", required_argument, 0, O_DP_OVERLAP},
                                              {"update-at-end", no_argument, 0, O_UPDATE_AT_END},
+                                             {"grad-accum", no_argument, 0, O_GRAD_ACCUM},
+                                             {"clip-grad-norm", required_argument, 0, O_CLIP},
                                              {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
 
 /* --lr, --momentum, --weight-decay, --beta1, --beta2, --eps. Returns -1, or the exit status. */
@@ -274,6 +282,11 @@ static int set_flag(compile_flags *f, int c, const char *flag, const char *arg) 
     case O_EXPLAIN: f->explain = true; break;
     case O_DP: o->data_parallel = true; break;
     case O_UPDATE_AT_END: o->update_at_end = true; break;
+    case O_GRAD_ACCUM: o->grad_accum = true; break;
+    case O_CLIP:
+        if (!parse_double(arg, 0.0, &o->clip_grad_norm) || !(o->clip_grad_norm > 0))
+            return user_error("--clip-grad-norm '%s': expected a number > 0", arg);
+        break;
     case O_DP_BUCKET:
         if (!ckrt_parse_size(arg, &o->dp_bucket_bytes) || o->dp_bucket_bytes < 1024 || o->dp_bucket_bytes > (1ll << 30))
             return user_error("--dp-bucket '%s': expected a size from 1KiB to 1GiB, e.g. 25MiB", arg);
@@ -294,6 +307,9 @@ static int check_flags(compile_flags *f, int argc, char **argv) {
     if (o->offload && o->checkpoint == CK_CKPT_NONE) return user_error("--offload moves the checkpoints of a --checkpoint policy to the host; choose one (e.g. --checkpoint=blocks)");
     if (o->infer && o->data_parallel) return user_error("--data-parallel applies to training programs, not --infer");
     if (o->infer && o->update_at_end) return user_error("--update-at-end applies to training programs, not --infer");
+    if (o->infer && (o->grad_accum || o->clip_grad_norm > 0))
+        return user_error("%s applies to training programs, not --infer", o->grad_accum ? "--grad-accum" : "--clip-grad-norm");
+    if (o->clip_grad_norm > 0) o->update_at_end = true; /* the global norm needs every gradient first */
     if (o->dp_bucket_bytes && !o->data_parallel) return user_error("--dp-bucket sizes the buckets of --data-parallel; add it");
     if (f->dp_overlap_given && !o->data_parallel) return user_error("--dp-overlap schedules the buckets of --data-parallel; add it");
     /* auto plans both schedules; under budget:SIZE (whose search is all full plans already) the

@@ -347,9 +347,12 @@ static ck_status write_node(ck_emit *e, int i, int ph, const int *train_ix) {
     fprintf(f, " */\n    CKRT_NODE(c, ");
     c_string(f, n->name);
     fprintf(f, ");\n");
-    if (n->phase == CK_PHASE_UPDATE) /* --dump-grads: the gradient is final, its update comes next */
-        fprintf(f, "    CKRT_GRAD_READY(c, %d, A + %lld, %lld);\n", train_ix[n->in[0]->id], (long long)n->in[1]->offset,
-                (long long)ck_value_bytes(n->in[1]));
+    if (n->phase == CK_PHASE_UPDATE) { /* --dump-grads, --metrics: the gradient is final, its update comes next */
+        fprintf(f, "    CKRT_GRAD_READY(c, %d, (const float *)(A + %lld), ", train_ix[n->in[0]->id], (long long)n->in[1]->offset);
+        if (ck_attr_int(n, "accum", 0)) fprintf(f, "(const float *)(A + %lld)", (long long)n->in[n->n_in - 1]->offset);
+        else fprintf(f, "NULL");
+        fprintf(f, ", %lld);\n", (long long)ck_value_bytes(n->in[1]));
+    }
     ck_status st = emitters[n->op](e, n);
     if (st) return st;
     /* to name the first NaN when a loss goes non-finite; not an offloaded copy (it lives in
@@ -398,6 +401,13 @@ static ck_status write_steps(const ck_graph *g, const ck_options *o, FILE *f, ck
  * running stats). Returns its length. */
 static int write_state(const ck_graph *g, FILE *f) {
     int n_state = 0;
+    /* per parameter value id: its --grad-accum accumulator's offset + 1 (0: none) */
+    int64_t *acc = calloc((size_t)g->next_value_id + 1, sizeof *acc);
+    CK_ASSERT(acc);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        if (n->phase == CK_PHASE_UPDATE && ck_attr_int(n, "accum", 0)) acc[n->in[0]->id] = n->in[n->n_in - 1]->offset + 1;
+    }
     fprintf(f, "static const ckrt_state state[] = {\n");
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < (pass ? g->n_values : g->n_train); i++) {
@@ -406,9 +416,11 @@ static int write_state(const ck_graph *g, FILE *f) {
             char file[256];
             sanitize(v->name, file, sizeof file);
             emit_entry_head(f, v, file);
-            fprintf(f, ", %lld, %lld},\n", (long long)v->offset, (long long)(pass ? -1 : g->train_grads[i]->offset));
+            fprintf(f, ", %lld, %lld, %lld},\n", (long long)v->offset, (long long)(pass ? -1 : g->train_grads[i]->offset),
+                    (long long)(pass ? -1 : acc[v->id] - 1));
             n_state++;
         }
+    free(acc);
     if (!n_state) fprintf(f, "    {0},\n");
     fprintf(f, "};\n\n");
     return n_state;
@@ -429,13 +441,13 @@ static bool write_source(const ck_graph *g, FILE *f) {
     if (!by_name) ok = false;
     for (int i = 0; ok && i < src->n_payloads; i++) ck_map_put(by_name, src->payloads[i].name, &src->payloads[i]);
     if (ok) {
-        fprintf(f, "static const ckrt_source_file source_files[] = {\n");
+        fprintf(f, "static const ckrt_model_file source_files[] = {\n");
         for (int k = 0; k < src->n_files; k++) {
             fprintf(f, "    {");
             c_string(f, k ? src->files[k].location : src->files[k].path);
             fprintf(f, ", %lluull, 0x%016llxull},\n", (unsigned long long)src->files[k].size, (unsigned long long)sums[k]);
         }
-        fprintf(f, "};\n\nstatic const ckrt_source_range source_ranges[] = {\n");
+        fprintf(f, "};\n\nstatic const ckrt_model_range source_ranges[] = {\n");
         int n = 0;
         for (int pass = 0; pass < 2; pass++) /* write_state's order */
             for (int i = 0; i < (pass ? g->n_values : g->n_train); i++) {
@@ -449,7 +461,7 @@ static bool write_source(const ck_graph *g, FILE *f) {
                 n++;
             }
         if (!n) fprintf(f, "    {0, 0, 0},\n");
-        fprintf(f, "};\n\nstatic const ckrt_source source = {%d, source_files, source_ranges};\n\n", src->n_files);
+        fprintf(f, "};\n\nstatic const ckrt_model_source source = {%d, source_files, source_ranges};\n\n", src->n_files);
     }
     free(sums);
     return ok;
@@ -518,6 +530,14 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
                 (long long)g->loss->offset, n_state, (long long)p->host_bytes, (long long)p->offload_bytes);
     else
         fprintf(f, "    .step = step,\n");
+    if (train && o->grad_accum) fprintf(f, "    .grad_accum = 1,\n");
+    bool at_end = true; /* no update before the last other node: update() holds them all */
+    for (int i = 0, seen_update = 0; train && i < g->n_nodes; i++) {
+        if (g->nodes[i]->phase == CK_PHASE_UPDATE) seen_update = 1;
+        else if (seen_update) at_end = false;
+    }
+    if (train && at_end) fprintf(f, "    .updates_at_end = 1,\n");
+    if (train && o->clip_grad_norm > 0) fprintf(f, "    .clip_grad_norm = %a,\n", o->clip_grad_norm);
     if (train && o->data_parallel) fprintf(f, "    .comm_init = ckrt_mpi_comm_init, /* --data-parallel: mpirun -np N */\n");
     if (source) fprintf(f, "    .source = &source, /* --export-onnx */\n");
     fprintf(f, "};\n\nint main(int argc, char **argv) { return ckrt_main(&program, argc, argv); }\n");

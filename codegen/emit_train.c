@@ -81,10 +81,15 @@ ck_status ck_emit_dropout_grad(ck_emit *e, const ck_node *n) {
     return CK_OK;
 }
 
+/* The update's gradient accumulator (ckptc --grad-accum: its last input), or NULL. */
+static const ck_value *accumulator(const ck_node *n) { return ck_attr_int(n, "accum", 0) ? n->in[n->n_in - 1] : NULL; }
+
 ck_status ck_emit_sgd(ck_emit *e, const ck_node *n) {
     if (want_f32(e, n, n->n_in)) return CK_ERR_UNSUPPORTED;
+    const ck_value *acc = accumulator(n);
     ck_emit_call(e, "sgd");
-    args(e, 3, (const ck_value *[]){n->in[0], n->in[1], n->n_in > 2 ? n->in[2] : NULL}, (const bool[]){false, true, false});
+    args(e, 4, (const ck_value *[]){n->in[0], n->in[1], n->n_in - (acc != NULL) > 2 ? n->in[2] : NULL, acc},
+         (const bool[]){false, true, false, false});
     ck_emit_printf(e, ", %lld, %a, %a, %a));\n", (long long)ck_value_numel(n->in[0]), (double)ck_attr_float(n, "lr", 0),
                    (double)ck_attr_float(n, "momentum", 0), (double)ck_attr_float(n, "weight_decay", 0));
     return CK_OK;
@@ -93,7 +98,7 @@ ck_status ck_emit_sgd(ck_emit *e, const ck_node *n) {
 ck_status ck_emit_adamw(ck_emit *e, const ck_node *n) {
     if (want_f32(e, n, n->n_in)) return CK_ERR_UNSUPPORTED;
     ck_emit_call(e, "adamw");
-    args(e, 4, (const ck_value *[]){n->in[0], n->in[1], n->in[2], n->in[3]}, (const bool[]){false, true, false, false});
+    args(e, 5, (const ck_value *[]){n->in[0], n->in[1], n->in[2], n->in[3], accumulator(n)}, (const bool[]){false, true, false, false, false});
     ck_emit_printf(e, ", %lld, %a, %a, %a, %a, %a));\n", (long long)ck_value_numel(n->in[0]), (double)ck_attr_float(n, "lr", 0),
                    (double)ck_attr_float(n, "beta1", 0), (double)ck_attr_float(n, "beta2", 0), (double)ck_attr_float(n, "eps", 0),
                    (double)ck_attr_float(n, "weight_decay", 0));

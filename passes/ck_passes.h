@@ -52,6 +52,12 @@ typedef struct ck_options {
                                    * after the backward (0); -1 (--dp-overlap=auto): 1, unless the
                                    * search (search.c) finds that 0 plans a lower peak */
     bool update_at_end;           /* --update-at-end: every update after the whole backward (no early updates) */
+    /* --grad-accum: a gradient accumulator per parameter in the static region, so that the trainer's
+     * --grad-accum K sums K micro-batches' gradients before one update (optimizer.c) */
+    bool grad_accum;
+    /* --clip-grad-norm X (> 0): the trainer's default max norm; implies update_at_end, since the
+     * global norm needs every gradient before the first update */
+    double clip_grad_norm;
 } ck_options;
 
 /* PyTorch's defaults (torch.optim.SGD / AdamW) */

@@ -6,6 +6,10 @@
  *           p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)   (torch.optim.AdamW)
  * The update ops' outputs overwrite their parameter and state in place (the planner aliases
  * them); the state values are zero-initialized by the runtime and counted as optimizer state.
+ * With --grad-accum each update has one more input and output, last, with attribute accum 1: the
+ * parameter's gradient accumulator (NAME.grad_accum, static like the state). The trainer's
+ * --grad-accum K runs K micro-batches per step; on the first K - 1 the update node only adds the
+ * gradient into it, on the last it updates with (accumulated + gradient) / K (runtime/cpu_train.c).
  *
  * ck_pass_optimizer appends the updates after the whole backward; ck_pass_early_update (run once
  * checkpointing has placed its recompute and offload nodes) moves each one to the earliest step
@@ -34,17 +38,21 @@ ck_status ck_pass_optimizer(ck_graph *g, const ck_options *o, ck_diag *d) {
         char name[1100];
         snprintf(name, sizeof name, "/optimizer/%s", p->name);
         ck_node *n;
+        ck_value *acc = o->grad_accum ? state(g, p, "grad_accum") : NULL;
+        int extra = acc != NULL;
         if (o->optimizer == CK_OPT_ADAMW) {
-            n = ck_graph_add_node(g, CK_OP_ADAMW, name, 4, (ck_value *[]){p, gr, state(g, p, "exp_avg"), state(g, p, "exp_avg_sq")}, 3);
+            n = ck_graph_add_node(g, CK_OP_ADAMW, name, 4 + extra, (ck_value *[]){p, gr, state(g, p, "exp_avg"), state(g, p, "exp_avg_sq"), acc},
+                                  3 + extra);
             ck_node_add_attr(g, n, (ck_attr){.name = "beta1", .kind = CK_ATTR_FLOAT, .f = (float)o->beta1});
             ck_node_add_attr(g, n, (ck_attr){.name = "beta2", .kind = CK_ATTR_FLOAT, .f = (float)o->beta2});
             ck_node_add_attr(g, n, (ck_attr){.name = "eps", .kind = CK_ATTR_FLOAT, .f = (float)o->eps});
         } else if (o->optimizer == CK_OPT_MOMENTUM) {
-            n = ck_graph_add_node(g, CK_OP_SGD, name, 3, (ck_value *[]){p, gr, state(g, p, "momentum_buffer")}, 2);
+            n = ck_graph_add_node(g, CK_OP_SGD, name, 3 + extra, (ck_value *[]){p, gr, state(g, p, "momentum_buffer"), acc}, 2 + extra);
             ck_node_add_attr(g, n, (ck_attr){.name = "momentum", .kind = CK_ATTR_FLOAT, .f = (float)o->momentum});
         } else {
-            n = ck_graph_add_node(g, CK_OP_SGD, name, 2, (ck_value *[]){p, gr}, 1);
+            n = ck_graph_add_node(g, CK_OP_SGD, name, 2 + extra, (ck_value *[]){p, gr, acc}, 1 + extra);
         }
+        if (acc) ck_node_add_attr(g, n, (ck_attr){.name = "accum", .kind = CK_ATTR_INT, .i = 1});
         ck_node_add_attr(g, n, (ck_attr){.name = "lr", .kind = CK_ATTR_FLOAT, .f = (float)o->lr});
         ck_node_add_attr(g, n, (ck_attr){.name = "weight_decay", .kind = CK_ATTR_FLOAT, .f = (float)wd});
         n->phase = CK_PHASE_UPDATE;

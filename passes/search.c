@@ -23,6 +23,8 @@
  *   --data-parallel  without --dp-bucket, the bucket is halved while a staging holds the peak and
  *                    halving lowers it; with --dp-overlap=auto, the overlapped schedule is kept
  *                    unless all buckets after the backward plan a lower peak.
+ *   --clip-grad-norm  its updates run after the whole backward; a second plan with early updates
+ *                    says what that costs (a note, nothing chosen).
  * What the search chose goes to the caller's notes, one line each (the CLI prints them).
  */
 #include "ck_passes.h"
@@ -58,7 +60,7 @@ static ck_status plan_try(const search *s, const ck_options *o, ck_graph **out, 
 
 /* Is there nothing to choose, so that one plan of the trained graph itself settles it? */
 static bool one_try(const ck_options *o) {
-    if (o->checkpoint == CK_CKPT_BUDGET || o->offload) return false;
+    if (o->checkpoint == CK_CKPT_BUDGET || o->offload || o->clip_grad_norm > 0) return false;
     return !o->data_parallel || (o->dp_bucket_bytes > 0 && o->dp_overlap >= 0);
 }
 
@@ -276,6 +278,20 @@ static void plan_data_parallel(const search *s, const ck_options *o, ck_graph **
     if (fit[0]) ck_diag_add(s->notes, "%s", fit);
 }
 
+/* --clip-grad-norm: the plan with early updates, for the note on what clipping costs. */
+static void note_clip_cost(const search *s, const ck_options *o, const ck_graph *g) {
+    ck_options t = *o;
+    t.update_at_end = false, t.clip_grad_norm = 0;
+    t.offload = o->offload && g->plan.host_bytes > 0;
+    ck_graph *g2 = NULL;
+    if (plan_quietly(s, &t, &g2))
+        ck_diag_add(s->notes, "ckptc: --clip-grad-norm: the global norm needs every gradient before the first update, so every "
+                    "update runs after the backward: planned peak %lld bytes, %lld more than with each update as soon as its "
+                    "gradient is final (%lld)", (long long)g->plan.arena_bytes, (long long)(g->plan.arena_bytes - g2->plan.arena_bytes),
+                    (long long)g2->plan.arena_bytes);
+    ck_graph_free(g2);
+}
+
 /* ---------------------------------------------------------------- the search */
 
 ck_status ck_plan_search(ck_graph **gp, const ck_options *o, ck_check_fn check, ck_diag *notes, ck_diag *d) {
@@ -285,6 +301,7 @@ ck_status ck_plan_search(ck_graph **gp, const ck_options *o, ck_check_fn check, 
     ck_status st = o->checkpoint == CK_CKPT_BUDGET ? plan_budget(&s, o, &g, d) : plan_try(&s, o, &g, d);
     if (!st && o->offload && o->checkpoint != CK_CKPT_BUDGET) plan_offload(&s, o, &g);
     if (!st) plan_data_parallel(&s, o, &g);
+    if (!st && o->clip_grad_norm > 0 && g && g->loss) note_clip_cost(&s, o, g);
     if (g) g->owned = trained; /* it shares the trained graph's data: freed with it */
     *gp = g ? g : trained;
     return st;

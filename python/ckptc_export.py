@@ -109,15 +109,27 @@ def set_trainable(onnx_model, names):
 
 def export(model, args, path, input_names=None, output_names=None, dynamic_axes=None, opset=17):
     """Exports model (called on args) to path in training mode and declares its trainable
-    initializers; returns their names. The model is left in the mode it was in."""
+    initializers; returns their names. The model is left as it was (mode and buffers), and the
+    file's buffers are the model's before the export (not after the tracing forward)."""
     import torch
-    onnx, _ = _onnx()
+    onnx, numpy_helper = _onnx()
     was_training = model.training
-    torch.onnx.export(model, args, path, input_names=input_names, output_names=output_names,
-                      dynamic_axes=dynamic_axes, opset_version=opset, do_constant_folding=False,
-                      training=torch.onnx.TrainingMode.TRAINING)
-    model.train(was_training)
+    # tracing runs one training-mode forward, which moves BatchNorm's running statistics (and
+    # num_batches_tracked): the buffers are put back, in the model and in the file
+    saved = {n: b.detach().clone() for n, b in model.named_buffers()}
+    try:
+        torch.onnx.export(model, args, path, input_names=input_names, output_names=output_names,
+                          dynamic_axes=dynamic_axes, opset_version=opset, do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING)
+    finally:
+        with torch.no_grad():
+            for n, b in model.named_buffers():
+                b.copy_(saved[n])
+        model.train(was_training)
     m = onnx.load(path, load_external_data=False)
+    for i, init in enumerate(m.graph.initializer):
+        if init.name in saved and not init.external_data:
+            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(saved[init.name].cpu().numpy(), init.name))
     names = trainable_names(model, m)
     set_trainable(m, names)
     onnx.save(m, path)

@@ -81,6 +81,10 @@ typedef struct ckrt_ctx {
     uint64_t rng_rank;             /* data parallel: this rank (dropout counters start at rank x numel); 0 otherwise */
     int64_t step;
     float lr_scale;                /* the LR schedule's factor this step (ckrt_main: --lr-schedule); 1: the compiled lr */
+    int accum, micro;              /* --grad-accum K micro-batches a step (0 or 1: none), this one (0-based) */
+    float grad_scale;              /* what updates multiply gradients by: 1/K x the --clip-grad-norm coefficient; 1 */
+    int eval;                      /* --eval-data: the forward runs as PyTorch's eval(): no dropout, BatchNorm's running stats */
+    double *grad_sq;               /* --metrics: per trainable parameter, the sum of squares of the gradient its update read */
     const char *node;              /* the node being run, named in kernel errors */
     int check_finite;              /* set: the generated code checks every float output */
     struct ckrt_dp *dp;            /* data-parallel runs: ranks, communicator, timers (dp.c); NULL otherwise */
@@ -90,6 +94,13 @@ typedef struct ckrt_ctx {
     char msg[1024];
 } ckrt_ctx;
 
+/* The step counter random ops key their draws with (dropout): the step, or with --grad-accum K
+ * micro-batch m of step s (1-based) draws as (s - 1) K + m + 1, so every micro-batch has its own
+ * masks, and K = 1 draws as before. */
+static inline uint64_t ckrt_rng_step(const ckrt_ctx *c) {
+    return c->accum > 1 ? (uint64_t)(c->step - 1) * (uint64_t)c->accum + (uint64_t)c->micro + 1 : (uint64_t)c->step;
+}
+
 /* Fails naming the current node when any of the n floats is NaN or infinite. */
 int ckrt_check_finite(ckrt_ctx *c, const float *x, int64_t n);
 #define CKRT_CHECK_FINITE(c, x, n)                                        \
@@ -97,14 +108,16 @@ int ckrt_check_finite(ckrt_ctx *c, const float *x, int64_t n);
         if ((c)->check_finite) CKRT_TRY(ckrt_check_finite((c), (x), (n))); \
     } while (0)
 
-/* --dump-grads: the generated code calls this right before parameter k's update, when its
- * gradient g (bytes long, in the arena) is final; when c->grad_dump is set (the step being
- * dumped) g is copied to c->grad_dump[k] (host memory outside the planned arena; a device to host
- * copy on a device backend, complete after the backend's synchronize). Otherwise one branch. */
-int ckrt_grad_ready(ckrt_ctx *c, int k, const void *g, int64_t bytes);
-#define CKRT_GRAD_READY(c, k, g, bytes)                                              \
-    do {                                                                            \
-        if ((c)->grad_dump) CKRT_TRY(ckrt_grad_ready((c), (k), (g), (bytes)));       \
+/* The generated code calls this right before parameter k's update, when its gradient g (bytes
+ * long, in the arena; acc: its --grad-accum accumulator or NULL) is final. When c->grad_dump is
+ * set (--dump-grads, the step being dumped) the gradient the update reads (ck_k_grad_eff) goes to
+ * c->grad_dump[k] (host memory outside the planned arena); when c->grad_sq is set (--metrics) its
+ * sum of squares to c->grad_sq[k]. Nothing on the first K - 1 micro-batches of a --grad-accum K
+ * step. Otherwise one branch. */
+int ckrt_grad_ready(ckrt_ctx *c, int k, const float *g, const float *acc, int64_t bytes);
+#define CKRT_GRAD_READY(c, k, g, acc, bytes)                                                    \
+    do {                                                                                       \
+        if ((c)->grad_dump || (c)->grad_sq) CKRT_TRY(ckrt_grad_ready((c), (k), (g), (acc), (bytes))); \
     } while (0)
 
 /* Records an error (message prefixed with the current node when there is one); returns code. */
@@ -229,6 +242,7 @@ typedef struct ckrt_state {
     int rank;
     int64_t dims[CKRT_MAX_RANK];
     int64_t offset, grad_offset;
+    int64_t acc_offset;            /* its gradient accumulator (ckptc --grad-accum), or -1 */
 } ckrt_state;
 
 /* --export-onnx (main_export.c): the source model as ckptc compiled it. files[0] is the model
@@ -236,21 +250,21 @@ typedef struct ckrt_state {
  * model's directory); each with its size and ckrt_checksum then, so a changed file is refused.
  * ranges[i]: where state entry i's payload lies, raw little-endian bytes at files[file] + offset
  * (file -1: not one byte range in the source, so not exportable). */
-typedef struct ckrt_source_file {
+typedef struct ckrt_model_file {
     const char *path;
     uint64_t size, checksum;
-} ckrt_source_file;
+} ckrt_model_file;
 
-typedef struct ckrt_source_range {
+typedef struct ckrt_model_range {
     int file;
     int64_t offset, length;
-} ckrt_source_range;
+} ckrt_model_range;
 
-typedef struct ckrt_source {
+typedef struct ckrt_model_source {
     int n_files;
-    const ckrt_source_file *files;
-    const ckrt_source_range *ranges; /* n_state of them, in the state table's order */
-} ckrt_source;
+    const ckrt_model_file *files;
+    const ckrt_model_range *ranges; /* n_state of them, in the state table's order */
+} ckrt_model_source;
 
 typedef struct ckrt_program {
     const char *name;
@@ -281,10 +295,14 @@ typedef struct ckrt_program {
     const int *recompute_steps;    /* where each recompute group starts */
     int n_state;
     const ckrt_state *state;
+    int grad_accum;                /* ckptc --grad-accum: gradient accumulators planned (the trainer's --grad-accum K) */
+    int updates_at_end;            /* every update in update(), after the backward (ckptc --update-at-end,
+                                    * --clip-grad-norm): the global gradient norm can be taken before them */
+    double clip_grad_norm;         /* ckptc --clip-grad-norm X: the trainer's default max norm; 0: no clipping */
     /* ckptc --data-parallel: the communicator's constructor (ckrt_mpi_comm_init); NULL: one process */
     int (*comm_init)(int *argc, char ***argv, struct ckrt_comm **out, char *msg, size_t msg_size);
     /* training: the source model, for --export-onnx; NULL: compiled from memory (not exportable) */
-    const ckrt_source *source;
+    const ckrt_model_source *source;
 } ckrt_program;
 
 /* One curve of a memory timeline: bytes in use per step, with the step where the backward

@@ -90,8 +90,11 @@
     P(const float *, inv_std) V(int64_t, N) V(int64_t, C) V(int64_t, S)
 #define CK_G_PARAMS_batch_norm_apply(V, P) P(float *, y) P(const float *, x) P(const float *, scale) \
     P(const float *, bias) P(const float *, mean) P(const float *, inv_std) V(int64_t, C) V(int64_t, S)
-#define CK_G_PARAMS_sgd(V, P) P(float *, p) P(const float *, g) P(float *, buf) V(float, lr) V(float, mu) V(float, wd)
-#define CK_G_PARAMS_adamw(V, P) P(float *, p) P(const float *, g) P(float *, m) P(float *, v) V(float, lr) \
+#define CK_G_PARAMS_sgd(V, P) P(float *, p) P(const float *, g) P(float *, buf) P(const float *, acc) V(float, gs) \
+    V(float, lr) V(float, mu) V(float, wd)
+#define CK_G_PARAMS_grad_accum(V, P) P(float *, acc) P(const float *, g) V(int, first)
+#define CK_G_PARAMS_adamw(V, P) P(float *, p) P(const float *, g) P(float *, m) P(float *, v) P(const float *, acc) \
+    V(float, gs) V(float, lr) \
     V(float, b1) V(float, b2) V(float, eps) V(float, wd) V(float, bc1) V(float, bc2)
 #define CK_G_PARAMS_col2im(V, P) P(float *, dx) P(const float *, col) V(int, nsp) V(ck_dims, in_sp) \
     V(ck_dims, out_sp) V(ck_dims, k) V(ck_dims, st) V(ck_dims, pb) V(ck_dims, dl)
@@ -182,8 +185,10 @@
     K(batch_norm_grad, batch_norm_grad, ck_k_batch_norm_grad_channel(i, dx, dscale, dbias, dy, x, scale, mean, \
       inv_std, N, C, S);) \
     K(batch_norm_apply, batch_norm_apply, y[i] = ck_k_batch_norm_apply(i, x, scale, bias, mean, inv_std, C, S);) \
-    K(sgd, sgd, ck_k_sgd(i, p, g, buf, lr, mu, wd);) \
-    K(adamw, adamw, ck_k_adamw(i, p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2);) \
+    K(sgd, sgd, ck_k_sgd(i, p, g, buf, acc, gs, lr, mu, wd);) \
+    K(sgd, grad_accum, ck_k_grad_accum(i, acc, g, first);) \
+    K(adamw, adamw, ck_k_adamw(i, p, g, m, v, acc, gs, lr, b1, b2, eps, wd, bc1, bc2);) \
+    REUSE(adamw, grad_accum) \
     K(conv_grad_input, col2im, dx[i] = ck_k_col2im(i, col, nsp, in_sp.v, out_sp.v, k.v, st.v, pb.v, dl.v);) \
     REUSE(conv_grad_weight, im2col) \
     K(pool_grad, pool_grad, dx[i] = ck_k_pool_grad(i, kind, dy, x, nsp, in_sp.v, out_sp.v, k.v, st.v, pb.v, pe.v, \

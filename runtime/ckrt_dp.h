@@ -48,6 +48,8 @@ uint64_t ckrt_dp_seed(const ckrt_dp *dp, uint64_t seed);
 /* After the backward (the gradients are already averaged): agrees on rc and replaces *loss by the
  * mean of the ranks' losses, summed in rank order. */
 int ckrt_dp_after_backward(ckrt_dp *dp, ckrt_ctx *c, int rc, double *loss);
+/* Agrees on rc and replaces *v by the mean of the ranks' values, summed in rank order (the eval loss). */
+int ckrt_dp_mean(ckrt_dp *dp, ckrt_ctx *c, int rc, double *v);
 /* After the update: buffers (BatchNorm running statistics) broadcast from rank 0, as PyTorch DDP
  * does; every --check-replicas K steps (and after the last) the parameters and optimizer state
  * checksummed on every rank and compared. */

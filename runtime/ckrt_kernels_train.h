@@ -89,10 +89,20 @@ CK_DEV void ck_k_softmax_grad_line(int64_t l, int log_sm, float *dx, const float
     }
 }
 
+/* The gradient an update reads, element i: g, or with an accumulator (the trainer's --grad-accum
+ * K, on the step's last micro-batch) acc + g; times gs (1/K times the --clip-grad-norm
+ * coefficient; 1: g itself, the same bits). */
+CK_DEV float ck_k_grad_eff(int64_t i, const float *g, const float *acc, float gs) { return (acc ? acc[i] + g[i] : g[i]) * gs; }
+
+/* The first K - 1 micro-batches of a step: the gradient added into the accumulator (the first
+ * one sets it). */
+CK_DEV void ck_k_grad_accum(int64_t i, float *acc, const float *g, int first) { acc[i] = first ? g[i] : acc[i] + g[i]; }
+
 /* SGD on element i (torch.optim.SGD, dampening 0, not Nesterov): g += wd p; with a momentum
- * buffer b = mu b + g (b starts at 0, so its first value is g); p -= lr (b or g). */
-CK_DEV void ck_k_sgd(int64_t i, float *p, const float *g, float *buf, float lr, float mu, float wd) {
-    float d = g[i] + wd * p[i];
+ * buffer b = mu b + g (b starts at 0, so its first value is g); p -= lr (b or g). g is
+ * ck_k_grad_eff's. */
+CK_DEV void ck_k_sgd(int64_t i, float *p, const float *g, float *buf, const float *acc, float gs, float lr, float mu, float wd) {
+    float d = ck_k_grad_eff(i, g, acc, gs) + wd * p[i];
     if (buf) {
         buf[i] = mu * buf[i] + d;
         d = buf[i];
@@ -100,12 +110,14 @@ CK_DEV void ck_k_sgd(int64_t i, float *p, const float *g, float *buf, float lr, 
     p[i] -= lr * d;
 }
 
-/* AdamW on element i (torch.optim.AdamW): step t >= 1; bc1 = 1 - b1^t, bc2 = 1 - b2^t. */
-CK_DEV void ck_k_adamw(int64_t i, float *p, const float *g, float *m, float *v, float lr, float b1, float b2, float eps,
-                       float wd, float bc1, float bc2) {
+/* AdamW on element i (torch.optim.AdamW): step t >= 1; bc1 = 1 - b1^t, bc2 = 1 - b2^t; g is
+ * ck_k_grad_eff's. */
+CK_DEV void ck_k_adamw(int64_t i, float *p, const float *g, float *m, float *v, const float *acc, float gs, float lr, float b1,
+                       float b2, float eps, float wd, float bc1, float bc2) {
+    float ge = ck_k_grad_eff(i, g, acc, gs);
     p[i] *= 1.0f - lr * wd;
-    m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * ge;
+    v[i] = b2 * v[i] + (1.0f - b2) * ge * ge;
     float denom = sqrtf(v[i]) / sqrtf(bc2) + eps;
     p[i] -= (lr / bc1) * m[i] / denom;
 }

@@ -187,14 +187,22 @@ int ckrt_batch_norm_apply(ckrt_ctx *c, float *y, const float *x, const float *sc
  * ckrt_dropout drew it. */
 int ckrt_dropout_grad(ckrt_ctx *c, float *dx, const float *dy, int64_t n, float ratio, uint64_t key);
 /* In-place updates of n elements (torch.optim semantics); buf NULL: plain SGD. AdamW reads the
- * step count (1-based) from c->step. */
+ * step count (1-based) from c->step. acc: the parameter's gradient accumulator (ckptc
+ * --grad-accum) or NULL. With c->accum = K > 1, on micro-batches c->micro < K - 1 of a step the
+ * update only accumulates g into acc (ck_k_grad_accum); on the last it updates with
+ * ck_k_grad_eff(acc + g, c->grad_scale). c->grad_scale (1/K times the clip coefficient) applies
+ * to every update; 1 leaves the bits as they were. */
+int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, float *acc, int64_t n, float lr, float momentum, float wd);
+int ckrt_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, float *acc, int64_t n, float lr, float b1, float b2,
+               float eps, float wd);
 /* Data parallel (runtime/dp.c): out[i] = ck_k_rank_mean(i, recv, count, ranks) for i < count;
  * and a plain copy of n floats (packing gradients into the communication staging and back). */
 int ckrt_rank_mean(ckrt_ctx *c, float *out, const float *recv, int64_t count, int ranks);
 int ckrt_copy_f32(ckrt_ctx *c, float *dst, const float *src, int64_t n);
-int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float wd);
-int ckrt_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps,
-               float wd);
+/* Data parallel (runtime/dp.c): out[i] = ck_k_rank_mean(i, recv, count, ranks) for i < count;
+ * and a plain copy of n floats (packing gradients into the communication staging and back). */
+int ckrt_rank_mean(ckrt_ctx *c, float *out, const float *recv, int64_t count, int ranks);
+int ckrt_copy_f32(ckrt_ctx *c, float *dst, const float *src, int64_t n);
 
 /* Conv gradients (cpu_train_conv.c), the geometry of ckrt_conv: x, dx: (N, C, in_sp...);
  * w, dw: (M, C/group, k...); dy: (N, M, out_sp...); pads resolved (auto_pad applied).

@@ -26,8 +26,7 @@ int ckrt_layer_norm(ckrt_ctx *c, float *y, float *mean, float *inv_std, const fl
 int ckrt_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var, float *saved_mean, float *saved_inv_std,
                     const float *x, const float *scale, const float *bias, const float *mean, const float *var,
                     int64_t N, int64_t C, int64_t S, float eps, float momentum, int training, int unbiased) {
-    (void)c;
-    if (training) {
+    if (training && !c->eval) { /* eval: as PyTorch's eval(), the running statistics, none updated */
         for (int64_t ch = 0; ch < C; ch++)
             ck_k_batch_norm_train_channel(ch, y, run_mean, run_var, saved_mean, saved_inv_std, x, scale, bias, mean, var,
                                           N, C, S, eps, momentum, unbiased);
@@ -39,9 +38,10 @@ int ckrt_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var, floa
 
 int ckrt_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, uint64_t key) {
     if (!(ratio >= 0.0f && ratio < 1.0f)) return ckrt_fail(c, CKRT_ERR_DATA, "dropout ratio %g is not in [0, 1)", ratio);
+    if (c->eval) ratio = 0.0f; /* eval: the identity */
     float scale = 1.0f / (1.0f - ratio);
     for (int64_t b = 0; b < (n + 3) / 4; b++)
-        ck_k_dropout_block(b, y, mask, x, n, ratio, scale, c->seed, (uint64_t)c->step, key, c->rng_rank * (uint64_t)n);
+        ck_k_dropout_block(b, y, mask, x, n, ratio, scale, c->seed, ckrt_rng_step(c), key, c->rng_rank * (uint64_t)n);
     return CKRT_OK;
 }
 

@@ -64,23 +64,41 @@ int ckrt_softmax_grad(ckrt_ctx *c, int log_sm, float *dx, const float *dy, const
 int ckrt_dropout_grad(ckrt_ctx *c, float *dx, const float *dy, int64_t n, float ratio, uint64_t key) {
     /* the forward's mask, regenerated: dx = dy * mask / (1 - ratio) (ck_k_dropout_block on dy) */
     float scale = ratio > 0.0f ? 1.0f / (1.0f - ratio) : 1.0f;
-    for (int64_t b = 0; b < (n + 3) / 4; b++) ck_k_dropout_block(b, dx, NULL, dy, n, ratio, scale, c->seed, (uint64_t)c->step, key,
+    for (int64_t b = 0; b < (n + 3) / 4; b++) ck_k_dropout_block(b, dx, NULL, dy, n, ratio, scale, c->seed, ckrt_rng_step(c), key,
                                                                   c->rng_rank * (uint64_t)n);
     return CKRT_OK;
 }
 
-int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float wd) {
+/* ckptc --grad-accum with --grad-accum K > 1: on the step's first K - 1 micro-batches an update
+ * only adds its gradient into the accumulator (true returned, the work done). */
+static bool accumulating(const ckrt_ctx *c, float *acc, const float *g, int64_t n) {
+    if (!acc || c->accum <= 1 || c->micro + 1 >= c->accum) return false;
+    for (int64_t i = 0; i < n; i++) ck_k_grad_accum(i, acc, g, c->micro == 0);
+    return true;
+}
+
+int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, float *acc, int64_t n, float lr, float momentum, float wd) {
+    if (accumulating(c, acc, g, n)) return CKRT_OK;
+    const float *a = c->accum > 1 ? acc : NULL;
+    float gs = c->grad_scale;
     lr *= c->lr_scale; /* the schedule's factor (1: the compiled lr, the same bits) */
-    if (buf) for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, buf, lr, momentum, wd);
-    else for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, NULL, lr, momentum, wd); /* the test folds away */
+    /* the NULLs are literal so that the tests fold away */
+    if (a && buf) for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, buf, a, gs, lr, momentum, wd);
+    else if (a) for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, NULL, a, gs, lr, momentum, wd);
+    else if (buf) for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, buf, NULL, gs, lr, momentum, wd);
+    else for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, NULL, NULL, gs, lr, momentum, wd);
     return CKRT_OK;
 }
 
-int ckrt_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps,
-               float wd) {
+int ckrt_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, float *acc, int64_t n, float lr, float b1, float b2,
+               float eps, float wd) {
+    if (accumulating(c, acc, g, n)) return CKRT_OK;
+    const float *a = c->accum > 1 ? acc : NULL;
+    float gs = c->grad_scale;
     float bc1 = (float)(1.0 - pow((double)b1, (double)c->step)), bc2 = (float)(1.0 - pow((double)b2, (double)c->step));
     lr *= c->lr_scale;
-    for (int64_t i = 0; i < n; i++) ck_k_adamw(i, p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2);
+    if (a) for (int64_t i = 0; i < n; i++) ck_k_adamw(i, p, g, m, v, a, gs, lr, b1, b2, eps, wd, bc1, bc2);
+    else for (int64_t i = 0; i < n; i++) ck_k_adamw(i, p, g, m, v, NULL, gs, lr, b1, b2, eps, wd, bc1, bc2);
     return CKRT_OK;
 }
 

@@ -138,7 +138,7 @@ static int cu_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var,
                          int64_t C, int64_t S, float eps, float momentum, int training, int unbiased) {
     ckrt_dptr Y = P(y), RM = P(run_mean), RV = P(run_var), SM = P(saved_mean), SI = P(saved_inv_std), X = P(x),
               SC = P(scale), B = P(bias), M = P(mean), V = P(var);
-    if (training)
+    if (training && !c->eval) /* eval: as PyTorch's eval(), the running statistics, none updated */
         return g_batch_norm_train(c, C, &Y, &RM, &RV, &SM, &SI, &X, &SC, &B, &M, &V, &N, &C, &S, &eps, &momentum, &unbiased);
     return g_batch_norm_infer(c, N * C * S, &Y, &X, &SC, &B, &M, &V, &C, &S, &eps);
 }
@@ -146,12 +146,13 @@ static int cu_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var,
 static int dropout_launch(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, float scale,
                           uint64_t key) {
     ckrt_dptr Y = P(y), M = P(mask), X = P(x);
-    uint64_t seed = c->seed, step = (uint64_t)c->step, first = c->rng_rank * (uint64_t)n;
+    uint64_t seed = c->seed, step = ckrt_rng_step(c), first = c->rng_rank * (uint64_t)n;
     return g_dropout(c, (n + 3) / 4, &Y, &M, &X, &n, &ratio, &scale, &seed, &step, &key, &first);
 }
 
 static int cu_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, uint64_t key) {
     if (!(ratio >= 0.0f && ratio < 1.0f)) return ckrt_fail(c, CKRT_ERR_DATA, "dropout ratio %g is not in [0, 1)", ratio);
+    if (c->eval) ratio = 0.0f; /* eval: the identity */
     return dropout_launch(c, y, mask, x, n, ratio, 1.0f / (1.0f - ratio), key);
 }
 
@@ -459,19 +460,34 @@ static int cu_batch_norm_apply(ckrt_ctx *c, float *y, const float *x, const floa
     return g_batch_norm_apply(c, N * C * S, &Y, &X, &SC, &B, &M, &I, &C, &S);
 }
 
-static int cu_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float wd) {
-    ckrt_dptr Pp = P(p), G = P(g), B = P(buf);
-    lr *= c->lr_scale;
-    return g_sgd(c, n, &Pp, &G, &B, &lr, &momentum, &wd);
+/* ckptc --grad-accum, --grad-accum K > 1: the first K - 1 micro-batches only accumulate (as the CPU) */
+static bool cu_accumulating(ckrt_ctx *c, float *acc, const float *g, int64_t n, int *rc) {
+    if (!acc || c->accum <= 1 || c->micro + 1 >= c->accum) return false;
+    ckrt_dptr A = P(acc), G = P(g);
+    int first = c->micro == 0;
+    *rc = g_grad_accum(c, n, &A, &G, &first);
+    return true;
 }
 
-static int cu_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps,
-                    float wd) {
+static int cu_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, float *acc, int64_t n, float lr, float momentum, float wd) {
+    int rc = CKRT_OK;
+    if (cu_accumulating(c, acc, g, n, &rc)) return rc;
+    ckrt_dptr Pp = P(p), G = P(g), B = P(buf), A = P(c->accum > 1 ? acc : NULL);
+    float gs = c->grad_scale;
+    lr *= c->lr_scale;
+    return g_sgd(c, n, &Pp, &G, &B, &A, &gs, &lr, &momentum, &wd);
+}
+
+static int cu_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, float *acc, int64_t n, float lr, float b1, float b2,
+                    float eps, float wd) {
+    int rc = CKRT_OK;
+    if (cu_accumulating(c, acc, g, n, &rc)) return rc;
     /* the bias corrections exactly as the CPU computes them */
     float bc1 = (float)(1.0 - pow((double)b1, (double)c->step)), bc2 = (float)(1.0 - pow((double)b2, (double)c->step));
-    ckrt_dptr Pp = P(p), G = P(g), M = P(m), V = P(v);
+    ckrt_dptr Pp = P(p), G = P(g), M = P(m), V = P(v), A = P(c->accum > 1 ? acc : NULL);
+    float gs = c->grad_scale;
     lr *= c->lr_scale;
-    return g_adamw(c, n, &Pp, &G, &M, &V, &lr, &b1, &b2, &eps, &wd, &bc1, &bc2);
+    return g_adamw(c, n, &Pp, &G, &M, &V, &A, &gs, &lr, &b1, &b2, &eps, &wd, &bc1, &bc2);
 }
 
 static int cu_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w, float *ws, int nsp, int64_t N, int64_t C,

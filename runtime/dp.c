@@ -171,8 +171,9 @@ typedef struct ctl {
     double loss;
 } ctl;
 
-/* Every rank's {status, loss}; on a failure the first failing rank's message is broadcast. */
-static int agree_loss(ckrt_dp *dp, ckrt_ctx *c, int rc, double *loss) {
+/* Every rank's {status, loss} (per_rank: each rank's loss, or NULL); on a failure the first
+ * failing rank's message is broadcast. */
+static int agree_loss(ckrt_dp *dp, ckrt_ctx *c, int rc, double *loss, double *per_rank) {
     if (dp->size == 1 && !loss) return rc;
     ctl mine = {rc, 0, loss ? *loss : 0}, *all = calloc((size_t)dp->size, sizeof *all);
     if (!all) return ckrt_fail(c, CKRT_ERR_NOMEM, "out of memory");
@@ -187,7 +188,7 @@ static int agree_loss(ckrt_dp *dp, ckrt_ctx *c, int rc, double *loss) {
     for (int q = 0; q < dp->size; q++) {
         if (all[q].code && first < 0) first = q;
         sum += all[q].loss; /* rank order: the same mean on every rank */
-        dp->losses[q] = all[q].loss;
+        if (per_rank) per_rank[q] = all[q].loss;
     }
     int code = first >= 0 ? all[first].code : CKRT_OK;
     free(all);
@@ -215,18 +216,20 @@ int ckrt_dp_agree(ckrt_dp *dp, ckrt_ctx *c, int rc) {
         return rc;
     }
     double t0 = now();
-    int r = agree_loss(dp, c, rc, NULL);
+    int r = agree_loss(dp, c, rc, NULL, NULL);
     add_time(dp, WAIT, c->step, now() - t0);
     return r;
 }
 
 int ckrt_dp_after_backward(ckrt_dp *dp, ckrt_ctx *c, int rc, double *loss) {
     double t0 = now();
-    int r = dp->size == 1 ? ckrt_dp_agree(dp, c, rc) : agree_loss(dp, c, rc, loss);
+    int r = dp->size == 1 ? ckrt_dp_agree(dp, c, rc) : agree_loss(dp, c, rc, loss, dp->losses);
     if (dp->size == 1) dp->losses[0] = *loss;
     add_time(dp, WAIT, c->step, now() - t0);
     return r;
 }
+
+int ckrt_dp_mean(ckrt_dp *dp, ckrt_ctx *c, int rc, double *v) { return agree_loss(dp, c, rc, v, NULL); }
 
 /* ---------------------------------------------------------------- inputs */
 
@@ -387,7 +390,7 @@ int ckrt_grad_allreduce(ckrt_ctx *c, int bucket, int buckets, float *staging, in
     double t0 = now();
     /* every rank got here, or one failed earlier in the step and is calling ckrt_dp_agree too;
      * agreed before every bucket, so no rank can be left in an exchange another never joins */
-    int rc = agree_loss(dp, c, CKRT_OK, NULL);
+    int rc = agree_loss(dp, c, CKRT_OK, NULL, NULL);
     double t1 = now();
     add_time(dp, WAIT, c->step, t1 - t0);
     const ckrt_backend *be = c->be;

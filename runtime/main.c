@@ -19,6 +19,7 @@
  * (ckrt_grad_ready), and written with the other files after the run.
  */
 #include "main.h"
+#include "ckrt_kernels_train.h" /* ck_k_grad_eff */
 
 #include <errno.h>
 #include <math.h>
@@ -32,20 +33,18 @@
 
 /* ---------------------------------------------------------------- steps */
 
-/* Forward, the loss check, then the backward (with the early updates) of one step. */
-static int train_local(run *r, int64_t s) {
+/* Forward, the loss check, then the backward (with the early updates) of micro-batch c->micro of
+ * step s (the only one without --grad-accum); its loss in *loss. */
+static int train_local(run *r, int64_t s, float *loss_out) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
-    c->step = s + 1;
-    c->lr_scale = ckrt_run_lr_scale(r, s);
-    r->lrs[s] = p->lr * (double)c->lr_scale;
     CKRT_TRY(p->forward(c));
     CKRT_TRY(c->be->synchronize(c));
     ckrt_run_debug_kill("step", s + 1);
     c->node = NULL;
     float loss;
     CKRT_TRY(ckrt_arena_read(c, p->loss_offset, &loss, (int64_t)sizeof loss));
-    r->losses[s] = loss;
+    *loss_out = loss;
     if (!isfinite(loss) && !r->allow_nonfinite) {
         /* rerun the forward (no parameter is updated before the backward) checking every output */
         c->check_finite = 1;
@@ -65,20 +64,74 @@ static int train_local(run *r, int64_t s) {
     return c->be->synchronize(c);
 }
 
-/* One training step; on the last one, --dump-grads copies each gradient as its update reads it
- * (the files are written after the run). Data parallel: the backward's all-reduce node averaged
- * the gradients bucket by bucket once every rank got there (each update follows its bucket); a
- * rank that failed makes the one agreement call the others are waiting in, so all stop at the
- * same point; the loss becomes the ranks' mean; buffers and replica checks follow (dp.c). */
+/* --clip-grad-norm (every update in update(), after the backward): the global L2 norm of the
+ * gradients the updates will read (accumulated over the micro-batches and divided by K), summed
+ * in double in parameter order; the updates then scale them by min(1, max / (norm + 1e-6)), as
+ * torch.nn.utils.clip_grad_norm_. */
+static int clip_gradients(run *r, double *norm) {
+    ckrt_ctx *c = &r->c;
+    const ckrt_program *p = r->p;
+    double sq = 0;
+    for (int k = 0; k < p->n_state; k++) {
+        const ckrt_state *st = &p->state[k];
+        if (st->grad_offset < 0) continue;
+        int64_t n = ckrt_numel(st->rank, st->dims), bytes = n * (int64_t)sizeof(float);
+        void *g = NULL, *a = NULL;
+        int rc = ckrt_arena_fetch(c, st->grad_offset, bytes, &g);
+        if (!rc && c->accum > 1 && st->acc_offset >= 0) rc = ckrt_arena_fetch(c, st->acc_offset, bytes, &a);
+        for (int64_t i = 0; !rc && i < n; i++) {
+            double e = ck_k_grad_eff(i, g, a, c->grad_scale);
+            sq += e * e;
+        }
+        if (g) ckrt_arena_release(c, g, bytes);
+        if (a) ckrt_arena_release(c, a, bytes);
+        if (rc) return rc;
+    }
+    *norm = sqrt(sq);
+    float coef = (float)(r->clip / (*norm + 1e-6));
+    if (coef < 1.0f) c->grad_scale *= coef;
+    return CKRT_OK;
+}
+
+/* One training step: K micro-batches (--grad-accum K; 1 without), each forward and backward, the
+ * updates of the first K - 1 only accumulating their gradients; the step's loss is their mean.
+ * On the last step --dump-grads copies each gradient as its update reads it (the files are
+ * written after the run). Data parallel: the backward's all-reduce node averaged the gradients
+ * bucket by bucket once every rank got there (each update follows its bucket); a rank that failed
+ * makes the one agreement call the others are waiting in, so all stop at the same point; the loss
+ * becomes the ranks' mean; buffers and replica checks follow (dp.c). */
 static int train_step(run *r, int64_t s) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
+    int64_t K = r->accum > 1 ? r->accum : 1;
     int rc = s + 1 == r->steps && r->grads_dir && ckrt_dp_writes(r->dp) ? ckrt_run_alloc_grad_dump(r) : CKRT_OK;
-    if (!rc) rc = train_local(r, s);
+    c->step = s + 1;
+    c->lr_scale = ckrt_run_lr_scale(r, s);
+    c->grad_scale = K > 1 ? 1.0f / (float)K : 1.0f;
+    r->lrs[s] = p->lr * (double)c->lr_scale;
+    r->grad_norms[s] = NAN;
+    c->grad_sq = r->grad_sq && !r->clip ? r->grad_sq : NULL; /* clipping takes the norm itself */
+    for (int k = 0; c->grad_sq && k < p->n_state; k++) c->grad_sq[k] = 0;
+    double loss_sum = 0;
+    for (int64_t m = 0; !rc && m < K; m++) {
+        c->micro = (int)m;
+        float loss = 0;
+        rc = m ? ckrt_run_feed(r, s * K + m) : CKRT_OK; /* the first one was fed with the step */
+        if (!rc) rc = train_local(r, s, &loss);
+        loss_sum += loss;
+        if (!rc && m + 1 < K) rc = p->update(c); /* the updates after the backward accumulate too */
+    }
+    r->losses[s] = loss_sum / (double)K;
     if (r->dp && !ckrt_dp_agreed(r->dp)) rc = ckrt_dp_after_backward(r->dp, c, rc, &r->losses[s]);
     if (rc) return rc;
+    if (r->clip) CKRT_TRY(clip_gradients(r, &r->grad_norms[s]));
     CKRT_TRY(p->update(c));
     CKRT_TRY(c->be->synchronize(c));
+    if (c->grad_sq) {
+        double sq = 0;
+        for (int k = 0; k < p->n_state; k++) sq += c->grad_sq[k];
+        r->grad_norms[s] = sqrt(sq);
+    }
     return r->dp ? ckrt_dp_after_update(r->dp, c, p, s + 1, r->steps) : CKRT_OK;
 }
 
@@ -193,6 +246,7 @@ static int run_program(run *r, int argc, char **argv) {
     r->steps = 1;
     int rc = ckrt_run_parse_args(r, argc, argv);
     if (!rc && ckrt_dp_writes(r->dp)) rc = ckrt_run_check_export(r); /* --export-*: before any step */
+    c->accum = (int)r->accum;
     if (!rc) rc = select_device(r);
     if (!rc) rc = ckrt_run_open_data(r); /* sets the steps from --epochs */
     if (rc > 0 && r->dp) rc = ckrt_dp_agree(r->dp, c, rc);
@@ -201,7 +255,9 @@ static int run_program(run *r, int argc, char **argv) {
     r->losses = calloc((size_t)r->steps, sizeof *r->losses);
     r->step_seconds = calloc((size_t)r->steps, sizeof *r->step_seconds);
     r->lrs = calloc((size_t)r->steps, sizeof *r->lrs);
-    if (!r->losses || !r->step_seconds || !r->lrs) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate %lld steps' records", (long long)r->steps);
+    r->grad_norms = calloc((size_t)r->steps, sizeof *r->grad_norms);
+    if (r->metrics) r->grad_sq = calloc((size_t)p->n_state + 1, sizeof *r->grad_sq);
+    if (!r->losses || !r->step_seconds || !r->lrs || !r->grad_norms || (r->metrics && !r->grad_sq)) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate %lld steps' records", (long long)r->steps);
     CKRT_TRY(alloc_memory(r));
     c->seed = r->seed; /* dropout: the same stream on every rank, each at its own counters (ck_k_dropout_block) */
     c->rng_rank = r->dp ? (uint64_t)ckrt_dp_rank(r->dp) : 0;
@@ -226,7 +282,8 @@ static int run_program(run *r, int argc, char **argv) {
             rc = ckrt_fail(c, CKRT_ERR_IO, "cannot write '%s': %s", r->metrics, strerror(errno));
         for (int64_t s = r->first_step; !rc && s < r->steps; s++) {
             double t0 = ckrt_run_now();
-            rc = ckrt_run_feed(r, s); /* --data: this step's batch */
+            c->micro = 0;
+            rc = ckrt_run_feed(r, s * (r->accum > 1 ? r->accum : 1)); /* --data: this step's (first) batch */
             if (!rc && training(r)) {
                 rc = train_step(r, s);
             } else if (!rc) {
@@ -245,17 +302,24 @@ static int run_program(run *r, int argc, char **argv) {
                                    (long long)(top - 1), (long long)p->arena_bytes);
                 r->measured = top;
             }
+            /* --eval-every N steps and after the last one (not in the step's time) */
+            bool eval_now = !rc && training(r) && r->eval_batches &&
+                            ((r->eval_every && (s + 1) % r->eval_every == 0) || s + 1 == r->steps);
+            double eval_s = ckrt_run_now();
+            if (eval_now) rc = ckrt_run_eval(r, s + 1);
+            eval_s = ckrt_run_now() - eval_s;
             if (!rc && training(r)) {
                 double el = ckrt_run_now() - t_start;
-                if (r->n_data) printf("epoch %lld  ", (long long)(r->epoch + 1));
+                if (r->train.n) printf("epoch %lld  ", (long long)(r->epoch + 1));
                 printf("step %lld/%lld  loss %.6f  %.1f ms", (long long)(s + 1), (long long)r->steps, r->losses[s],
                        r->step_seconds[s] * 1e3);
+                if (eval_now) printf("  eval loss %.6f", r->eval_losses[r->n_evals - 1]);
                 if (r->schedule || r->warmup) printf("  lr %.3g", r->lrs[s]);
                 if (r->steps >= 20) printf("  (%.0f%%, %.1f s left)", 100.0 * (double)(s + 1) / (double)r->steps,
                                            el / (double)(s + 1) * (double)(r->steps - s - 1));
                 printf("\n");
             }
-            if (!rc && training(r)) rc = ckrt_run_metrics_line(r, s);
+            if (!rc && training(r)) rc = ckrt_run_metrics_line(r, s, eval_now ? eval_s : -1);
             if (!rc && training(r)) rc = after_step(r, s);
         }
         c->node = NULL;
@@ -302,6 +366,7 @@ int ckrt_main(const ckrt_program *p, int argc, char **argv) {
     r.p = p;
     r.c.be = &ckrt_cpu_backend;
     r.c.lr_scale = 1.0f;
+    r.c.grad_scale = 1.0f;
     ckrt_cpu_init();
     int rc = p->comm_init ? ckrt_dp_init(&r.dp, p, &r.c, &argc, &argv) : CKRT_OK;
     if (!rc) rc = run_program(&r, argc, argv);
@@ -309,6 +374,10 @@ int ckrt_main(const ckrt_program *p, int argc, char **argv) {
     free(r.losses);
     free(r.step_seconds);
     free(r.lrs);
+    free(r.grad_norms);
+    free(r.grad_sq);
+    free(r.eval_steps);
+    free(r.eval_losses);
     if (r.dp) return ckrt_dp_finish(r.dp, &r.c, rc, p->name); /* prints, aborts or finalizes */
     if (rc < 0) return 0; /* --help */
     if (rc) {

@@ -16,6 +16,23 @@
 
 #include <stdbool.h>
 
+/* One dataset (main_data.c): files feeding some of the inputs, n_samples samples each. */
+typedef struct ckrt_source {
+    int input;                     /* the program input it feeds */
+    const char *path;
+    ckrt_npy_mapping map;          /* a .npy, or map.a.data the token file's mapping */
+    int shift;                     /* --tokens: 0 the token input, 1 the labels; -1 a .npy */
+} ckrt_source;
+typedef struct ckrt_dataset {
+    const char *flag;              /* "--data" or "--eval-data" (messages) */
+    ckrt_source src[64];
+    int n;
+    const char *tokens;            /* --tokens / --eval-tokens FILE: raw token ids */
+    void *tok_base;                /* its mapping */
+    size_t tok_bytes;
+    int64_t n_samples;
+} ckrt_dataset;
+
 typedef struct run {
     const ckrt_program *p;
     ckrt_ctx c;
@@ -39,15 +56,12 @@ typedef struct run {
     int from_file[64];
     ckrt_dp *dp;                   /* data-parallel programs (ckptc --data-parallel); NULL otherwise */
     unsigned char *grad_block;     /* --dump-grads: the host copies of the last step's gradients */
-    /* --data (main_data.c): datasets for inputs, N samples each, B (the input's batch axis) a step */
-    struct { int input; const char *path; ckrt_npy_mapping map; int shift; /* --tokens: 0 inputs, 1 labels; -1 a .npy */ } data[64];
-    const char *tokens;            /* --tokens FILE: raw token ids, --token-dtype uint16 (2) or int32 (4) bytes each */
-    int token_bytes;
-    void *tok_base;                /* its mapping */
-    size_t tok_bytes;
-    int n_data, shuffle, steps_given;
+    /* --data/--tokens and --eval-data/--eval-tokens (main_data.c); B (the inputs' batch axis) a step */
+    ckrt_dataset train, eval;
+    int token_bytes;               /* --token-dtype uint16 (2) or int32 (4) */
+    int shuffle, steps_given;
     int64_t epochs;                /* --epochs; 0: not given (one epoch) */
-    int64_t n_samples, batch, batches_per_epoch, epoch, first_step;
+    int64_t batch, batches_per_epoch, epoch, first_step;
     int64_t *order;                /* this epoch's sample order */
     /* checkpoints (main_ckpt.c) */
     int64_t save_every, keep;      /* --save-every N (0: never), --keep K newest (default 3) */
@@ -58,6 +72,16 @@ typedef struct run {
     unsigned char *gather;         /* one input's batch, gathered when its rows are not contiguous */
     /* export (main_export.c): --export-onnx FILE, --export-safetensors FILE, --source-model PATH */
     const char *export_onnx, *export_st, *source_model;
+    /* --grad-accum K (ckptc --grad-accum), --clip-grad-norm X (a program whose updates are all
+     * after the backward), the global gradient norm each step (NaN: not taken) */
+    int64_t accum;
+    double clip;
+    double *grad_norms;
+    double *grad_sq;               /* per state entry: the sum of squares ckrt_grad_ready took */
+    /* --eval-every N, --eval-batches M: eval losses after those steps (main_data.c) */
+    int64_t eval_every, eval_batches, n_evals;
+    int64_t *eval_steps;
+    double *eval_losses;
 } run;
 
 static inline bool training(const run *r) { return r->p->forward != NULL; }
@@ -78,7 +102,10 @@ void ckrt_run_free_grad_dump(run *r);
 /* main_data.c: the datasets mapped and checked (steps set from --epochs), a step's batch written
  * to the inputs, the mappings released */
 int ckrt_run_open_data(run *r);
-int ckrt_run_feed(run *r, int64_t step);
+int ckrt_run_feed(run *r, int64_t batch); /* the training batch of that index (step x K + micro-batch) */
+/* --eval-data/--eval-tokens: the mean loss of the forward in eval mode over the eval batches,
+ * recorded as the eval after `step` (the training inputs are restored afterwards) */
+int ckrt_run_eval(run *r, int64_t step);
 int ckrt_run_data_context(run *r, int64_t step, int rc); /* adds the batch's rows to a failure's message */
 void ckrt_run_close_data(run *r);
 
@@ -100,7 +127,7 @@ int ckrt_run_check_export(run *r);
 int ckrt_run_export(run *r);
 
 /* main_report.c */
-int ckrt_run_metrics_line(run *r, int64_t s); /* --metrics: step s's line */
+int ckrt_run_metrics_line(run *r, int64_t s, double eval_s); /* --metrics: step s's line (and its eval's, eval_s >= 0 seconds) */
 void ckrt_run_print_summary(const run *r);
 int ckrt_run_write_report(run *r);
 const char *ckrt_run_bytes_str(char *buf, size_t n, int64_t b); /* "N bytes (X.Y MiB)" */

@@ -8,7 +8,7 @@
  * (weights.bin's layout hash and the region's size); --resume loads it and continues at the next
  * step, and the run ends with the same bits as one that was never stopped, given the same flags.
  *
- * DIR/ckpt-STEP.bin: a 64-byte header (magic "CKPTCCKP", version u32, 0 u32, layout u64,
+ * DIR/ckpt-STEP.bin: a 64-byte header (magic "CKPTCCKP", version u32, --grad-accum K u32, layout u64,
  * static_bytes u64, step u64, seed u64, samples u64 (--data's N, 0 without), payload checksum u64)
  * then the region. Written as DIR/.ckpt-STEP.tmp, flushed, fsync'ed, renamed, and the directory
  * fsync'ed: a crash leaves the previous checkpoints and at most a temporary file, which --resume
@@ -127,8 +127,10 @@ int ckrt_run_save_ckpt(run *r, int64_t step) {
     memcpy(h, CKPT_MAGIC, 8);
     uint32_t version = CKPT_VERSION;
     memcpy(h + 8, &version, 4);
+    uint32_t accum = r->accum > 1 ? (uint32_t)r->accum : 1;
+    memcpy(h + 12, &accum, 4);
     put64(h, 16, p->weights_layout), put64(h, 24, (uint64_t)p->static_bytes), put64(h, 32, (uint64_t)step);
-    put64(h, 40, r->seed), put64(h, 48, (uint64_t)r->n_samples), put64(h, 56, sum);
+    put64(h, 40, r->seed), put64(h, 48, (uint64_t)r->train.n_samples), put64(h, 56, sum);
     FILE *f = fopen(tmp, "wb");
     if (!f) return ckrt_fail(c, CKRT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
     int rc = fwrite(h, 1, sizeof h, f) == sizeof h ? CKRT_OK : ckrt_fail(c, CKRT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
@@ -176,9 +178,14 @@ static int load_one(run *r, const char *path, int64_t *step, char *why, size_t w
     else if (get64(h, 40) != r->seed)
         snprintf(why, why_n, "written with --seed %llu, this run has --seed %llu", (unsigned long long)get64(h, 40),
                  (unsigned long long)r->seed), bad = 1;
-    else if (get64(h, 48) != (uint64_t)r->n_samples)
+    else if (get64(h, 48) != (uint64_t)r->train.n_samples)
         snprintf(why, why_n, "written for a dataset of %llu samples, this run has %lld", (unsigned long long)get64(h, 48),
-                 (long long)r->n_samples), bad = 1;
+                 (long long)r->train.n_samples), bad = 1;
+    uint32_t accum = 0;
+    memcpy(&accum, h + 12, 4);
+    if (!bad && (accum ? accum : 1) != (uint32_t)(r->accum > 1 ? r->accum : 1))
+        snprintf(why, why_n, "written with --grad-accum %u, this run has --grad-accum %lld", accum ? accum : 1,
+                 (long long)(r->accum > 1 ? r->accum : 1)), bad = 1;
     uint64_t sum = 0;
     if (!bad) {
         int rc = ckrt_arena_load(c, 0, f, path, p->static_bytes, &sum);

@@ -85,7 +85,7 @@ static int check_dest(run *r, const char *flag, const char *path) {
 
 /* Source file k is the one ckptc compiled: same size and checksum. */
 static int check_source_file(run *r, int k) {
-    const ckrt_source_file *f = &r->p->source->files[k];
+    const ckrt_model_file *f = &r->p->source->files[k];
     char path[PATH_N], dest[PATH_N];
     CKRT_TRY(source_path(r, k, path));
     CKRT_TRY(dest_path(r, k, dest));
@@ -179,7 +179,7 @@ static int write_state_bytes(run *r, int i, FILE *f, const char *path) {
 
 /* The source file src copied to f, checked against the size and checksum ckptc recorded. */
 static int copy_source(run *r, int k, const char *src, FILE *f, const char *tmp) {
-    const ckrt_source_file *sf = &r->p->source->files[k];
+    const ckrt_model_file *sf = &r->p->source->files[k];
     FILE *in = fopen(src, "rb");
     unsigned char *buf = malloc(COPY_CHUNK);
     int rc = in && buf ? CKRT_OK : ckrt_fail(&r->c, CKRT_ERR_USAGE, "--export-onnx: cannot read '%s': %s", src, strerror(errno));
@@ -217,7 +217,7 @@ static int export_file(run *r, int k) {
     if (!f) return rc;
     rc = copy_source(r, k, src, f, tmp);
     for (int i = 0; !rc && i < p->n_state; i++) {
-        const ckrt_source_range *q = &p->source->ranges[i];
+        const ckrt_model_range *q = &p->source->ranges[i];
         if (q->file != k) continue;
         if (fseek(f, (long)q->offset, SEEK_SET) != 0) rc = ckrt_fail(&r->c, CKRT_ERR_USAGE, "cannot write '%s': %s", tmp, strerror(errno));
         else rc = write_state_bytes(r, i, f, tmp);
@@ -226,7 +226,7 @@ static int export_file(run *r, int k) {
 }
 
 static int export_onnx(run *r) {
-    const ckrt_source *s = r->p->source;
+    const ckrt_model_source *s = r->p->source;
     for (int k = 1; k < s->n_files; k++) CKRT_TRY(export_file(r, k)); /* the data before the model that names it */
     return export_file(r, 0);
 }

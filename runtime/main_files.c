@@ -5,6 +5,7 @@
  * on a device the host holds no copy of the arena. Files are written through temporary names.
  */
 #include "main.h"
+#include "ckrt_kernels_train.h" /* ck_k_grad_eff */
 
 #include <errno.h>
 #include <math.h>
@@ -157,7 +158,7 @@ int ckrt_run_load_inputs(run *r) {
         const ckrt_io *io = &p->inputs[i];
         r->from_file[i] = r->input_file[i] != NULL;
         bool data = false;
-        for (int k = 0; k < r->n_data; k++) data |= r->data[k].input == i;
+        for (int k = 0; k < r->train.n; k++) data |= r->train.src[k].input == i;
         if (data) {
             r->from_file[i] = 2; /* written before each step (main_data.c) */
             continue;
@@ -234,8 +235,30 @@ int ckrt_run_write_npys(run *r, const char *dir, bool grads) {
     return CKRT_OK;
 }
 
-int ckrt_grad_ready(ckrt_ctx *c, int k, const void *g, int64_t bytes) {
-    return c->be->copy_to_host(c, c->grad_dump[k], g, bytes, 1);
+int ckrt_grad_ready(ckrt_ctx *c, int k, const float *g, const float *acc, int64_t bytes) {
+    if (c->accum > 1 && c->micro + 1 < c->accum) return CKRT_OK; /* accumulating: not final yet */
+    const float *a = c->accum > 1 ? acc : NULL;
+    if (c->grad_dump && !a && c->grad_scale == 1.0f && !c->grad_sq) /* the gradient itself, copied on the copy stream */
+        return c->be->copy_to_host(c, c->grad_dump[k], g, bytes, 1);
+    int64_t n = bytes / (int64_t)sizeof(float);
+    void *hg = NULL, *ha = NULL;
+    int rc = CKRT_OK;
+    if (c->be->dev) { /* device bytes: host copies (a debugging and metrics path) */
+        rc = ckrt_arena_fetch(c, (const unsigned char *)g - c->arena, bytes, &hg);
+        if (!rc && a) rc = ckrt_arena_fetch(c, (const unsigned char *)a - c->arena, bytes, &ha);
+        g = hg, a = a ? ha : NULL;
+    }
+    float *dump = c->grad_dump ? c->grad_dump[k] : NULL;
+    double sq = 0;
+    for (int64_t i = 0; !rc && i < n; i++) {
+        float e = ck_k_grad_eff(i, g, a, c->grad_scale);
+        if (dump) dump[i] = e;
+        sq += (double)e * (double)e;
+    }
+    if (c->grad_sq) c->grad_sq[k] = sq;
+    if (hg) ckrt_arena_release(c, hg, bytes);
+    if (ha) ckrt_arena_release(c, ha, bytes);
+    return rc;
 }
 
 /* --dump-grads: one host block for every trainable parameter's gradient (debug memory, not in

@@ -26,6 +26,7 @@ static const char *usage_infer =
 
 static const char *usage_train =
     "usage: %s [--steps N] [--input NAME=FILE.npy]... [--data NAME=FILE.npy]... [--epochs E] [--shuffle]\n"
+    "          [--grad-accum K] [--clip-grad-norm X] [--eval-data NAME=FILE.npy]... [--eval-every N]\n"
     "          [--seed S] [--dump-grads DIR] [--dump-params DIR] [--report FILE.json] [--save-weights FILE]\n"
     "          [--weights FILE] [--allow-nonfinite] [--help]\n"
     "\n"
@@ -36,7 +37,7 @@ static const char *usage_train =
     "  --tokens FILE          a token file (nanoGPT/llm.c: raw ids, --token-dtype uint16 (default) or int32) for a\n"
     "                         model whose token input and labels are (B, T): sample j is tokens [jT, jT+T]: the\n"
     "                         first T fill the input, the last T the labels\n"
-    "  --epochs E             passes over the datasets: E x floor(N / B) steps (default 1)\n"
+    "  --epochs E             passes over the datasets: E x floor(N / B) / K steps (default 1)\n"
     "  --shuffle              a new order of the samples every epoch (from --seed), the same for every input\n"
     "  --lr-schedule KIND     constant (default), linear or cosine: from the compiled --lr down to --min-lr\n"
     "                         over the run's steps (after the warmup)\n"
@@ -44,7 +45,17 @@ static const char *usage_train =
     "  --min-lr X             where linear and cosine end (default 0)\n"
     "  --save-every N         a checkpoint every N steps in --ckpt-dir DIR (DIR/ckpt-STEP.bin, the newest\n"
     "                         --keep K kept, default 3); SIGINT/SIGTERM write one after the step and stop\n"
-    "  --metrics FILE.jsonl   one JSON line per step: step, epoch, loss, lr, step_ms, samples_per_s\n"
+    "  --grad-accum K         K micro-batches (each the compiled batch) per optimizer step, their gradients\n"
+    "                         summed and divided by K (= one batch of K x B); needs ckptc --grad-accum\n"
+    "  --clip-grad-norm X     scale the gradients so that their global L2 norm is at most X\n"
+    "                         (torch.nn.utils.clip_grad_norm_); needs ckptc --clip-grad-norm (its X is the default)\n"
+    "  --eval-data NAME=FILE.npy  an eval dataset for input NAME (every input needs one); the mean loss of the\n"
+    "                         forward in eval mode (no dropout, BatchNorm's running statistics) over its batches\n"
+    "  --eval-tokens FILE     the eval windows from a token file (as --tokens)\n"
+    "  --eval-every N         evaluate after every N steps (default: after the last step only)\n"
+    "  --eval-batches M       evaluate on the first M batches (default: all)\n"
+    "  --metrics FILE.jsonl   one JSON line per step: step, epoch, loss, lr, grad_norm, step_ms, samples_per_s;\n"
+    "                         and one per eval: step, eval_loss, eval_batches, eval_ms\n"
     "  --resume DIR           continue from DIR's newest valid checkpoint (same flags: the same bits as a\n"
     "                         run never stopped)\n"
     "  --seed S               seed for inputs not given and for dropout (default 0)\n"
@@ -88,6 +99,36 @@ static int parse_count(ckrt_ctx *c, const char *flag, const char *s, uint64_t mi
     return CKRT_OK;
 }
 
+/* --input, --data or --eval-data NAME=FILE.npy: which input, given once in its kind. */
+static int add_source(run *r, int ch, const char *arg) {
+    ckrt_ctx *c = &r->c;
+    const char *flag = ch == 'i' ? "--input" : ch == 'd' ? "--data" : "--eval-data";
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || !eq[1]) return ckrt_fail(c, CKRT_ERR_USAGE, "%s '%s': expected NAME=FILE.npy", flag, arg);
+    int k = 0;
+    while (k < r->p->n_inputs && (strncmp(r->p->inputs[k].name, arg, (size_t)(eq - arg)) != 0 || r->p->inputs[k].name[eq - arg] != 0))
+        k++;
+    if (k == r->p->n_inputs || k >= 64) {
+        char names[512] = "";
+        for (int j = 0; j < r->p->n_inputs; j++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "", r->p->inputs[j].name);
+        return ckrt_fail(c, CKRT_ERR_USAGE, "%s: the model has no input named '%.*s' (inputs: %s)", flag, (int)(eq - arg), arg, names);
+    }
+    ckrt_dataset *ds = ch == 'e' ? &r->eval : &r->train;
+    bool data = false;
+    for (int j = 0; j < ds->n; j++) data |= ds->src[j].input == k;
+    if (ch == 'e' && data) return ckrt_fail(c, CKRT_ERR_USAGE, "--eval-data: input '%s' is given twice", r->p->inputs[k].name);
+    if (ch != 'e' && (r->input_file[k] || data))
+        return ckrt_fail(c, CKRT_ERR_USAGE, "%s: input '%s' is given twice (--input and --data each feed it)", flag, r->p->inputs[k].name);
+    if (ch == 'i') {
+        r->input_file[k] = eq + 1;
+        return CKRT_OK;
+    }
+    ds->src[ds->n].input = k, ds->src[ds->n].shift = -1;
+    ds->src[ds->n++].path = eq + 1;
+    return CKRT_OK;
+}
+
 int ckrt_run_parse_args(run *r, int argc, char **argv) {
     static const struct option opts[] = {
         {"input", required_argument, 0, 'i'},  {"seed", required_argument, 0, 's'},        {"dump-outputs", required_argument, 0, 'o'},
@@ -106,6 +147,9 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         /* export (main_export.c) */
         {"export-onnx", required_argument, 0, OPT_EXPORT_ONNX}, {"export-safetensors", required_argument, 0, OPT_EXPORT_ST},
         {"source-model", required_argument, 0, OPT_SOURCE_MODEL},
+        {"grad-accum", required_argument, 0, 'G'}, {"clip-grad-norm", required_argument, 0, 'c'},
+        {"eval-data", required_argument, 0, 'e'}, {"eval-tokens", required_argument, 0, 'x'},
+        {"eval-every", required_argument, 0, 'v'}, {"eval-batches", required_argument, 0, 'b'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     ckrt_ctx *c = &r->c;
     int ch;
@@ -113,46 +157,33 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         const char *opt = argv[optind - 1];
         bool train_only = ch == 'n' || ch == 'g' || ch == 'p' || ch == 'W' || ch == 'A' || ch == 'T' || ch == 'E' || ch == 'S' ||
-                          ch == 'L' || ch == 'U' || ch == 'm' || ch == 'K' || ch == 'C' || ch == 'k' || ch == 'R' || ch == 'j' || ch == 't' || ch == 'y';
+                          ch == 'L' || ch == 'U' || ch == 'm' || ch == 'K' || ch == 'C' || ch == 'k' || ch == 'R' || ch == 'j' || ch == 't' || ch == 'y' ||
+                          ch == 'G' || ch == 'c' || ch == 'e' || ch == 'x' || ch == 'v' || ch == 'b';
         train_only |= ch >= OPT_EXPORT_ONNX && ch <= OPT_SOURCE_MODEL; /* export */
         if (train_only && !training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "%s: this is an inference program (see --help)", opt);
         if (ch == 'o' && training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "--dump-outputs: a training program's output is its loss; see --report");
         switch (ch) {
         case 'i':
-        case 'd': {
-            const char *flag = ch == 'i' ? "--input" : "--data";
-            const char *eq = strchr(optarg, '=');
-            if (!eq || eq == optarg || !eq[1]) return ckrt_fail(c, CKRT_ERR_USAGE, "%s '%s': expected NAME=FILE.npy", flag, optarg);
-            int k = 0;
-            while (k < r->p->n_inputs && (strncmp(r->p->inputs[k].name, optarg, (size_t)(eq - optarg)) != 0 ||
-                                          r->p->inputs[k].name[eq - optarg] != 0))
-                k++;
-            if (k == r->p->n_inputs || k >= 64) {
-                char names[512] = "";
-                for (int j = 0; j < r->p->n_inputs; j++)
-                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "", r->p->inputs[j].name);
-                return ckrt_fail(c, CKRT_ERR_USAGE, "%s: the model has no input named '%.*s' (inputs: %s)", flag,
-                                 (int)(eq - optarg), optarg, names);
-            }
-            bool data = false;
-            for (int j = 0; j < r->n_data; j++) data |= r->data[j].input == k;
-            if (r->input_file[k] || data)
-                return ckrt_fail(c, CKRT_ERR_USAGE, "%s: input '%s' is given twice (--input and --data each feed it)", flag, r->p->inputs[k].name);
-            if (ch == 'i') {
-                r->input_file[k] = eq + 1;
-            } else {
-                r->data[r->n_data].input = k, r->data[r->n_data].shift = -1;
-                r->data[r->n_data++].path = eq + 1;
-            }
-            break;
-        }
+        case 'd':
+        case 'e': CKRT_TRY(add_source(r, ch, optarg)); break;
         case 'E': CKRT_TRY(parse_count(c, "--epochs", optarg, 1, 1000000, &r->epochs)); break;
         case 'S': r->shuffle = 1; break;
         case 'K': CKRT_TRY(parse_count(c, "--save-every", optarg, 1, 100000000, &r->save_every)); break;
         case 'k': CKRT_TRY(parse_count(c, "--keep", optarg, 1, 1000000, &r->keep)); break;
         case 'C': r->ckpt_dir = optarg; break;
         case 'j': r->metrics = optarg; break;
-        case 't': r->tokens = optarg; break;
+        case 't': r->train.tokens = optarg; break;
+        case 'x': r->eval.tokens = optarg; break;
+        case 'G': CKRT_TRY(parse_count(c, "--grad-accum", optarg, 1, 1000000, &r->accum)); break;
+        case 'v': CKRT_TRY(parse_count(c, "--eval-every", optarg, 1, 100000000, &r->eval_every)); break;
+        case 'b': CKRT_TRY(parse_count(c, "--eval-batches", optarg, 1, 100000000, &r->eval_batches)); break;
+        case 'c': {
+            char *end;
+            r->clip = strtod(optarg, &end);
+            if (*end || end == optarg || !(r->clip > 0) || !isfinite(r->clip))
+                return ckrt_fail(c, CKRT_ERR_USAGE, "--clip-grad-norm '%s': expected a number > 0", optarg);
+            break;
+        }
         case 'y':
             if (strcmp(optarg, "uint16") && strcmp(optarg, "int32"))
                 return ckrt_fail(c, CKRT_ERR_USAGE, "--token-dtype '%s': expected uint16 or int32", optarg);
@@ -211,7 +242,17 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
     }
     if (optind < argc) return ckrt_fail(c, CKRT_ERR_USAGE, "unexpected argument '%s' (see --help)", argv[optind]);
     if (!r->token_bytes) r->token_bytes = 2;
-    if (r->tokens && r->n_data) return ckrt_fail(c, CKRT_ERR_USAGE, "--tokens and --data: give one or the other");
+    if (r->train.tokens && r->train.n) return ckrt_fail(c, CKRT_ERR_USAGE, "--tokens and --data: give one or the other");
+    if (r->eval.tokens && r->eval.n) return ckrt_fail(c, CKRT_ERR_USAGE, "--eval-tokens and --eval-data: give one or the other");
+    r->train.flag = "--data", r->eval.flag = "--eval-data";
+    if (r->accum > 1 && !r->p->grad_accum)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "--grad-accum %lld: this program has no gradient accumulators; compile it with ckptc "
+                         "--grad-accum (they cost one gradient's size per parameter: see ckptc --plan-only)", (long long)r->accum);
+    if (!r->clip) r->clip = r->p->clip_grad_norm;
+    if (r->clip && !r->p->updates_at_end)
+        return ckrt_fail(c, CKRT_ERR_USAGE, "--clip-grad-norm: the global norm needs every gradient before the first update, and this "
+                         "program updates each parameter during the backward; compile it with ckptc --clip-grad-norm X (or "
+                         "--update-at-end): ckptc --plan-only says what that costs");
     if (r->save_every && !r->ckpt_dir) return ckrt_fail(c, CKRT_ERR_USAGE, "--save-every needs --ckpt-dir DIR");
     if (!r->keep) r->keep = 3;
     if (r->min_lr_given && r->schedule == LR_CONSTANT)

@@ -81,19 +81,26 @@ static void json_num(FILE *f, double v) {
 }
 
 /* One JSON object per line and step, flushed: a run that is stopped keeps its lines. */
-int ckrt_run_metrics_line(run *r, int64_t s) {
+int ckrt_run_metrics_line(run *r, int64_t s, double eval_s) {
     if (!r->metrics_f) return CKRT_OK;
     double sec = r->step_seconds[s];
     int ranks = r->dp ? ckrt_dp_size(r->dp) : 1;
-    int64_t batch = r->p->n_inputs && r->p->inputs[0].rank ? r->p->inputs[0].dims[0] * ranks : 0;
-    fprintf(r->metrics_f, "{\"step\": %lld, ", (long long)(s + 1));
-    if (r->n_data) fprintf(r->metrics_f, "\"epoch\": %lld, ", (long long)(r->epoch + 1));
-    fprintf(r->metrics_f, "\"loss\": ");
-    json_num(r->metrics_f, r->losses[s]);
-    fprintf(r->metrics_f, ", \"lr\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.1f}\n", r->lrs[s], sec * 1e3,
-            sec > 0 ? (double)batch / sec : 0.0);
-    if (fflush(r->metrics_f) != 0 || ferror(r->metrics_f))
-        return ckrt_fail(&r->c, CKRT_ERR_IO, "cannot write '%s': %s", r->metrics, strerror(errno));
+    int64_t K = r->accum > 1 ? r->accum : 1;
+    int64_t batch = r->p->n_inputs && r->p->inputs[0].rank ? r->p->inputs[0].dims[0] * ranks * K : 0;
+    FILE *f = r->metrics_f;
+    fprintf(f, "{\"step\": %lld, ", (long long)(s + 1));
+    if (r->train.n) fprintf(f, "\"epoch\": %lld, ", (long long)(r->epoch + 1));
+    fprintf(f, "\"loss\": ");
+    json_num(f, r->losses[s]);
+    fprintf(f, ", \"lr\": %.9g, \"grad_norm\": ", r->lrs[s]);
+    json_num(f, r->grad_norms[s]);
+    fprintf(f, ", \"step_ms\": %.4f, \"samples_per_s\": %.1f}\n", sec * 1e3, sec > 0 ? (double)batch / sec : 0.0);
+    if (eval_s >= 0) {
+        fprintf(f, "{\"step\": %lld, \"eval_loss\": ", (long long)(s + 1));
+        json_num(f, r->eval_losses[r->n_evals - 1]);
+        fprintf(f, ", \"eval_batches\": %lld, \"eval_ms\": %.4f}\n", (long long)r->eval_batches, eval_s * 1e3);
+    }
+    if (fflush(f) != 0 || ferror(f)) return ckrt_fail(&r->c, CKRT_ERR_IO, "cannot write '%s': %s", r->metrics, strerror(errno));
     return CKRT_OK;
 }
 
@@ -141,15 +148,32 @@ int ckrt_run_write_report(run *r) {
     fprintf(f, "  \"step_seconds\": [");
     for (int64_t i = r->first_step; i < r->steps; i++) fprintf(f, "%s%.6f", i > r->first_step ? ", " : "", r->step_seconds[i]);
     fprintf(f, "],\n");
-    if (r->n_data) {
+    if (r->train.n) {
+        int64_t K = r->accum > 1 ? r->accum : 1;
         fprintf(f, "  \"data\": {\"samples\": %lld, \"batch\": %lld, \"batches_per_epoch\": %lld, \"epochs\": %lld, "
-                   "\"shuffle\": %s, \"files\": {", (long long)r->n_samples, (long long)r->batch, (long long)r->batches_per_epoch,
-                (long long)(r->steps + r->batches_per_epoch - 1) / r->batches_per_epoch, r->shuffle ? "true" : "false");
-        for (int k = 0; k < r->n_data; k++) {
-            ckrt_json_key(f, k ? ", " : "", r->p->inputs[r->data[k].input].name);
-            ckrt_json_str(f, r->data[k].path);
+                   "\"shuffle\": %s, \"files\": {", (long long)r->train.n_samples, (long long)r->batch, (long long)r->batches_per_epoch,
+                (long long)(r->steps * K + r->batches_per_epoch - 1) / r->batches_per_epoch, r->shuffle ? "true" : "false");
+        for (int k = 0; k < r->train.n; k++) {
+            ckrt_json_key(f, k ? ", " : "", r->p->inputs[r->train.src[k].input].name);
+            ckrt_json_str(f, r->train.src[k].path);
         }
         fprintf(f, "}},\n");
+    }
+    if (training(r)) {
+        fprintf(f, "  \"grad_accum\": %lld,\n  \"clip_grad_norm\": ", (long long)(r->accum > 1 ? r->accum : 1));
+        json_num(f, r->clip > 0 ? r->clip : NAN);
+        fprintf(f, ",\n  \"grad_norms\": [");
+        for (int64_t i = r->first_step; i < r->steps; i++) {
+            fputs(i > r->first_step ? ", " : "", f);
+            json_num(f, r->grad_norms[i]);
+        }
+        fprintf(f, "],\n  \"evals\": [");
+        for (int64_t i = 0; i < r->n_evals; i++) {
+            fprintf(f, "%s{\"step\": %lld, \"loss\": ", i ? ", " : "", (long long)r->eval_steps[i]);
+            json_num(f, r->eval_losses[i]);
+            fprintf(f, "}");
+        }
+        fprintf(f, "],\n");
     }
     if (training(r)) {
         fprintf(f, "  \"lrs\": [");

@@ -25,6 +25,11 @@ evaluation (--eval-data, --eval-tokens, --eval-every).
    the loss of the windows equals the same windows given as --eval-data arrays.
 6. Bad flags: --grad-accum on a program without accumulators, --eval-every without eval data,
    --eval-data missing an input, --eval-data with the wrong shape: exit 2 with one line.
+7. Data parallel (with mpirun): 2 ranks x 4 samples with --grad-accum 2 and an eval give the losses
+   and eval loss of one process x 8 (1e-5).
+8. --resume with --grad-accum 2, --shuffle and AdamW after a SIGKILL in the middle of step 3 (between
+   its micro-batches' work) ends with the bits of a run never stopped; a checkpoint written with
+   another K is refused.
 Ends with `N passed, N failed`.
 """
 import json
@@ -137,10 +142,13 @@ def torch_loop(x, y, steps, batch, accum, opt_kind, lr, clip=None):
 
 
 def accumulation(x, y, data):
+    reps = {}
     for opt, lr in (("sgd", "0.1"), ("adamw", "0.01")):
         flags = ["--disable-dropout", f"--optimizer={opt}", "--lr", lr] + (["--weight-decay", "0"] if opt == "adamw" else [])
         acc, _ = build(f"{WORK}/acc-{opt}", flags + ["--grad-accum"])
-        rep, p = train(acc, data + ["--epochs", "2", "--grad-accum", "2"], f"acc-{opt}")
+        ev = ["--eval-data", f"x={WORK}/x.npy", "--eval-data", f"labels={WORK}/y.npy"] if opt == "sgd" else []
+        rep, p = train(acc, data + ev + ["--epochs", "2", "--grad-accum", "2"], f"acc-{opt}")
+        reps[opt] = rep
         want, _, params = torch_loop(x, y, 4, 8, 2, opt, float(lr))
         err = rel_err(rep["losses"], want)
         check(f"{opt} --grad-accum 2, --epochs 2 over 32 samples: {len(rep['losses'])} steps, losses within {err:.1e} of PyTorch's "
@@ -162,6 +170,7 @@ def accumulation(x, y, data):
         check(f"the accumulators add {extra} bytes of static memory: one gradient per parameter ({grads} bytes, {aligned} "
               "with each at a 64-byte boundary)", extra == aligned and rep2["planned_peak_bytes"] - rep1["planned_peak_bytes"] == aligned,
               f"{rep1['planned_bytes']} vs {rep2['planned_bytes']}")
+    return reps
 
 
 def policies():
@@ -306,6 +315,39 @@ def evaluation():
     check("an eval between --input steps keeps the training inputs", r3["losses"] == r1["losses"] and same_bits("gpt-noev", "gpt-evt"))
 
 
+def data_parallel(data, single):
+    """2 ranks x 4 samples, --grad-accum 2 and an eval: one process x 8's losses and eval loss."""
+    import shutil
+    if not shutil.which("mpirun") or not shutil.which("mpicc"):
+        print("skip: no mpirun/mpicc (data parallel with --grad-accum not checked)")
+        return
+    t, _ = build(f"{WORK}/dp", ["--disable-dropout", "--optimizer=sgd", "--lr", "0.1", "--grad-accum", "--data-parallel"],
+                 dims=("batch=4",))
+    ev = ["--eval-data", f"x={WORK}/x.npy", "--eval-data", f"labels={WORK}/y.npy"]
+    p = run(["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2", t] + data + ev +
+            ["--epochs", "2", "--grad-accum", "2", "--report", f"{WORK}/dp.json"])
+    rep = json.load(open(f"{WORK}/dp.json")) if p.returncode == 0 else {"losses": [], "evals": []}
+    err = rel_err(rep["losses"] + [e["loss"] for e in rep["evals"]], single["losses"] + [e["loss"] for e in single["evals"]])
+    check(f"data parallel, 2 ranks x 4 samples, --grad-accum 2 and an eval: within {err:.1e} of one process x 8",
+          err <= 1e-5 and len(rep["evals"]) == 1, f"exit {p.returncode} {p.stderr[-500:]} {rep['losses']} {single['losses']}")
+
+
+def resume(data):
+    t = f"{WORK}/acc-adamw/trainer"
+    args = data + ["--epochs", "3", "--grad-accum", "2", "--shuffle", "--seed", "4"]
+    train(t, args, "res-full")
+    ck = f"{WORK}/res-ckpt"
+    p = subprocess.run([t] + args + ["--save-every", "1", "--ckpt-dir", ck], capture_output=True, text=True,
+                       env=dict(os.environ, CKRT_DEBUG_KILL="step:3"))
+    killed = p.returncode == -9
+    rep, _ = train(t, args + ["--save-every", "1", "--ckpt-dir", ck, "--resume", ck], "res-resumed")
+    check("--grad-accum 2 --shuffle AdamW killed in step 3 and resumed: the bits of a run never stopped",
+          killed and same_bits("res-full", "res-resumed"), f"exit {p.returncode}")
+    p = run([t] + data + ["--epochs", "3", "--grad-accum", "1", "--shuffle", "--seed", "4", "--resume", ck])
+    check("a checkpoint written with --grad-accum 2 refused by a run with --grad-accum 1", p.returncode == 2 and
+          "--grad-accum 2" in p.stderr, p.stderr)
+
+
 def main():
     rng = np.random.default_rng(7)
     x = rng.standard_normal((32, 64)).astype(np.float32)
@@ -313,11 +355,13 @@ def main():
     np.save(f"{WORK}/x.npy", x)
     np.save(f"{WORK}/y.npy", y)
     data = ["--data", f"x={WORK}/x.npy", "--data", f"labels={WORK}/y.npy"]
-    accumulation(x, y, data)
+    single = accumulation(x, y, data)["sgd"]
     policies()
     clipping(x, y, data)
     norms_metrics(x, y, data)
     evaluation()
+    data_parallel(data, single)
+    resume(data)
     failed = results.count(False)
     print(f"{len(results) - failed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
