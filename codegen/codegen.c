@@ -426,6 +426,47 @@ static int write_state(const ck_graph *g, FILE *f) {
     return n_state;
 }
 
+/* Training, --export-onnx: the source model's files (path, size, checksum now) and, per state
+ * entry in write_state's order, where its payload lies in them. Nothing when the model came from
+ * memory or a file cannot be read now (the trainer then says it cannot export). Returns whether
+ * the table was written. */
+static bool write_source(const ck_graph *g, FILE *f) {
+    const ck_source *src = g->source;
+    if (!src || !src->files[0].path) return false;
+    uint64_t *sums = calloc((size_t)src->n_files, sizeof *sums), size = 0;
+    bool ok = sums != NULL;
+    for (int k = 0; ok && k < src->n_files; k++)
+        ok = src->files[k].path && ckrt_checksum_file(src->files[k].path, &size, &sums[k]) && size == src->files[k].size;
+    ck_map *by_name = ok ? ck_map_new(g->arena, src->n_payloads + 16) : NULL;
+    if (!by_name) ok = false;
+    for (int i = 0; ok && i < src->n_payloads; i++) ck_map_put(by_name, src->payloads[i].name, &src->payloads[i]);
+    if (ok) {
+        fprintf(f, "static const ckrt_model_file source_files[] = {\n");
+        for (int k = 0; k < src->n_files; k++) {
+            fprintf(f, "    {");
+            c_string(f, k ? src->files[k].location : src->files[k].path);
+            fprintf(f, ", %lluull, 0x%016llxull},\n", (unsigned long long)src->files[k].size, (unsigned long long)sums[k]);
+        }
+        fprintf(f, "};\n\nstatic const ckrt_model_range source_ranges[] = {\n");
+        int n = 0;
+        for (int pass = 0; pass < 2; pass++) /* write_state's order */
+            for (int i = 0; i < (pass ? g->n_values : g->n_train); i++) {
+                const ck_value *v = pass ? g->values[i] : g->train_params[i];
+                if (pass && v->role != CK_ROLE_BUFFER) continue;
+                const ck_payload *q = ck_map_get(by_name, v->name);
+                /* the loaded initializer itself (not a value a pass made under its name), whole */
+                bool fits = q && v->initializer && q->file >= 0 && q->length == (uint64_t)ck_value_numel(v) * ck_dtype_size(v->dtype);
+                fprintf(f, "    {%d, %lld, %lld},\n", fits ? q->file : -1, fits ? (long long)q->offset : 0LL,
+                        fits ? (long long)q->length : 0LL);
+                n++;
+            }
+        if (!n) fprintf(f, "    {0, 0, 0},\n");
+        fprintf(f, "};\n\nstatic const ckrt_model_source source = {%d, source_files, source_ranges};\n\n", src->n_files);
+    }
+    free(sums);
+    return ok;
+}
+
 /* Training: the program's report members, policy and planned timeline (phase and segment starts
  * marked, for --timeline). */
 static void write_train_members(const ck_graph *g, const ck_options *o, FILE *f) {
@@ -467,6 +508,7 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
     emit_io_table(f, g, "inputs", g->n_inputs, g->inputs);
     emit_io_table(f, g, "outputs", g->n_outputs, g->outputs);
     int n_state = train ? write_state(g, f) : 0;
+    bool source = train && write_source(g, f); /* --export-onnx */
     fprintf(f, "static const ckrt_program program = {\n    .name = ");
     c_string(f, co->program_name);
     fprintf(f, ",\n    .provenance = ");
@@ -497,6 +539,7 @@ static ck_status write_model_c(const ck_graph *g, const ck_options *o, const ck_
     if (train && at_end) fprintf(f, "    .updates_at_end = 1,\n");
     if (train && o->clip_grad_norm > 0) fprintf(f, "    .clip_grad_norm = %a,\n", o->clip_grad_norm);
     if (train && o->data_parallel) fprintf(f, "    .comm_init = ckrt_mpi_comm_init, /* --data-parallel: mpirun -np N */\n");
+    if (source) fprintf(f, "    .source = &source, /* --export-onnx */\n");
     fprintf(f, "};\n\nint main(int argc, char **argv) { return ckrt_main(&program, argc, argv); }\n");
     return CK_OK;
 }

@@ -48,4 +48,11 @@ ck_status ck_frontend_load_buffer(const void *buf, size_t len, const char *base_
  * (not params), then dead-code removal. Run by the loader; exposed for tests. */
 ck_status ck_frontend_fold(ck_graph *g, int64_t fold_max_elems, ck_diag *d);
 
+/* Each initializer of the serialized ModelProto buf, in file order (onnx_offsets.c): its name and
+ * where its raw payload lies in buf (file 0, offset, length: raw_data, or a packed float_data /
+ * double_data), file -1 when the payload is not one byte range (float_data unpacked or split),
+ * file -2 for external data. Allocated in a. CK_ERR_PARSE on malformed wire format. The loader
+ * records the result in ck_graph.source (the trainer's --export-onnx); exposed for tests. */
+ck_status ck_onnx_payload_ranges(const void *buf, size_t len, ck_arena *a, ck_payload **out, int *n);
+
 #endif

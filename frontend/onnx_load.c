@@ -40,6 +40,11 @@ typedef struct loader {
     bool keep_proto;      /* some value's data points into the parsed message */
     bool *dim_used;       /* per --dim binding */
     int errors;
+    /* --export-onnx: the payloads' byte ranges (onnx_offsets.c); src NULL when not recorded */
+    ck_source *src;
+    ck_map *ranges;       /* initializer name -> its ck_payload in the walk */
+    const char *abs_dir;  /* the model's directory, absolute (external data paths) */
+    int cap_files;
 } loader;
 
 #define LERR(L, ...) (ck_diag_add((L)->d, __VA_ARGS__), (L)->errors++)
@@ -209,6 +214,49 @@ static bool read_at(const char *path, uint64_t off, void *dst, size_t n) {
     return done == n;
 }
 
+/* --export-onnx: the external data file at location loc (size bytes) in the source's file list,
+ * once; returns its index (-1 when not recorded). */
+static int note_external(loader *L, const char *loc, uint64_t size) {
+    ck_source *s = L->src;
+    if (!s) return -1;
+    for (int k = 1; k < s->n_files; k++)
+        if (strcmp(s->files[k].location, loc) == 0) return k;
+    if (s->n_files == L->cap_files) {
+        int cap = L->cap_files * 2 + 8;
+        ck_source_file *f = ck_arena_alloc(L->g->arena, sizeof *f * (size_t)cap);
+        CK_ASSERT(f);
+        memcpy(f, s->files, sizeof *f * (size_t)s->n_files);
+        s->files = f, L->cap_files = cap;
+    }
+    ck_source_file *f = &s->files[s->n_files];
+    f->location = ck_arena_strdup(L->g->arena, loc);
+    f->size = size;
+    if (L->abs_dir) {
+        size_t n = strlen(L->abs_dir) + strlen(loc) + 2;
+        char *path = ck_arena_alloc(L->g->arena, n);
+        CK_ASSERT(path);
+        snprintf(path, n, "%s/%s", L->abs_dir, loc);
+        f->path = path;
+    }
+    return s->n_files++;
+}
+
+/* --export-onnx: where initializer t's payload (bytes long) lies, appended to the source's list. */
+static void note_payload(loader *L, const Onnx__TensorProto *t, const char *name, size_t bytes) {
+    ck_source *s = L->src;
+    if (!s) return;
+    ck_payload *q = &s->payloads[s->n_payloads++];
+    *q = (ck_payload){.name = name, .file = -1};
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        const char *loc = ext_key(t, "location"), *so = ext_key(t, "offset");
+        uint64_t off = 0;
+        if (loc && (!so || parse_u64(so, &off))) *q = (ck_payload){name, note_external(L, loc, 0), off, bytes};
+        return;
+    }
+    const ck_payload *w = L->ranges ? ck_map_get(L->ranges, name) : NULL;
+    if (w && w->file == 0 && w->length == bytes) *q = (ck_payload){name, 0, w->offset, w->length};
+}
+
 /* Points v's data at its bytes in the external file once the file is known to hold them. Data
  * at an offset not aligned to its element size (no exporter writes that; the file format allows
  * it) is read into the arena instead, since readers access elements through typed pointers. */
@@ -249,6 +297,7 @@ static bool read_external(loader *L, const char *what, const Onnx__TensorProto *
     if (!path) return false;
     snprintf(path, plen, "%s/%s", L->base_dir, loc);
     ext_map *m = map_external(L, what, path);
+    if (m) note_external(L, loc, m->size);
     bool ok = false;
     size_t esz = ck_dtype_size(v->dtype);
     if (!m)
@@ -807,6 +856,7 @@ static ck_status load_inputs(loader *L, const Onnx__GraphProto *gp) {
         }
         ck_value *v = tensor_value(L, what, name, t, CK_ROLE_PARAM, false);
         if (v) v->initializer = true, ck_map_put(L->names, v->name, v);
+        if (v) note_payload(L, t, v->name, (size_t)ck_value_numel(v) * ck_dtype_size(v->dtype));
     }
     ck_value **ins = ck_arena_alloc(g->arena, (gp->n_input + 1) * sizeof *ins);
     int n_ins = 0;
@@ -947,10 +997,54 @@ static ck_status load_model(loader *L, const Onnx__ModelProto *m) {
 
 static void free_proto(void *ctx) { onnx__model_proto__free_unpacked(ctx, NULL); }
 
+/* ---------------------------------------------------------------- source payloads (--export-onnx)
+ *
+ * The wire walk (onnx_offsets.c) runs on the file's bytes before they go; its results live in
+ * their own arena, which the graph then holds. The graph's ck_source lists the model (files[0]:
+ * its absolute path, NULL for a model loaded from memory) and its external data files, and one
+ * payload range per initializer. */
+typedef struct walked {
+    ck_arena *a;
+    ck_payload *p;
+    int n;
+    const char *path, *dir; /* the model's absolute path and directory; NULL from memory */
+    uint64_t size;
+} walked;
+
+static void free_walk_arena(void *ctx) { ck_arena_free(ctx); }
+
+static void walk_payloads(const void *buf, size_t len, walked *w) {
+    w->a = ck_arena_new();
+    if (w->a && ck_onnx_payload_ranges(buf, len, w->a, &w->p, &w->n) != CK_OK) {
+        ck_arena_free(w->a);
+        w->a = NULL;
+    }
+}
+
+/* The graph's ck_source, filled as the initializers load (note_payload, note_external). */
+static void start_source(loader *L, const Onnx__ModelProto *m, walked *w) {
+    ck_graph *g = L->g;
+    if (!w->a) return;
+    ck_graph_hold(g, NULL, 0, NULL, free_walk_arena, w->a);
+    size_t n_init = m->graph ? m->graph->n_initializer : 0;
+    ck_source *s = ck_arena_alloc(g->arena, sizeof *s);
+    L->cap_files = 8;
+    s->files = ck_arena_alloc(g->arena, sizeof *s->files * (size_t)L->cap_files);
+    s->payloads = ck_arena_alloc(g->arena, sizeof *s->payloads * (n_init + 1));
+    L->ranges = ck_map_new(g->arena, w->n + 16);
+    CK_ASSERT(s && s->files && s->payloads && L->ranges);
+    for (int i = 0; i < w->n; i++) ck_map_put(L->ranges, w->p[i].name, &w->p[i]);
+    s->files[0] = (ck_source_file){.path = w->path ? ck_arena_strdup(g->arena, w->path) : NULL, .size = w->size};
+    s->n_files = 1;
+    L->abs_dir = w->dir;
+    L->src = s;
+    g->source = s;
+}
+
 /* The parse: size checks, the nesting depth, then protobuf-c, which copies every bytes field out
  * of buf (buf is not needed afterwards). NULL with the message in d on failure. */
 static Onnx__ModelProto *unpack_model(const void *buf, size_t len, const ck_load_options *opts, ck_diag *d,
-                                      ck_status *st) {
+                                      ck_status *st, walked *w) {
     *st = CK_ERR_PARSE;
     if (len == 0) {
         ck_diag_add(d, "not an ONNX model: the file is empty");
@@ -968,15 +1062,18 @@ static Onnx__ModelProto *unpack_model(const void *buf, size_t len, const ck_load
     }
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
     if (!m) ck_diag_add(d, "cannot parse the file as an ONNX ModelProto (truncated, corrupt or not ONNX)");
+    else walk_payloads(buf, len, w);
     return m;
 }
 
 /* Converts, folds and verifies the parsed message. Initializer data may stay in m (raw_data
  * and friends): then the graph holds m and frees it with itself; otherwise m is freed here. */
 static ck_status load_parsed(Onnx__ModelProto *m, const char *base_dir, const ck_load_options *opts, ck_graph **out,
-                             ck_diag *d) {
+                             ck_diag *d, walked *w) {
     loader L = {.d = d, .o = opts, .base_dir = base_dir};
     L.g = ck_graph_new();
+    if (L.g) start_source(&L, m, w);
+    else if (w->a) ck_arena_free(w->a);
     L.dim_used = calloc((size_t)opts->n_dims + 1, sizeof *L.dim_used);
     ck_status st = L.g && L.dim_used ? load_model(&L, m) : CK_ERR_NOMEM;
     if (st == CK_ERR_NOMEM) ck_diag_add(d, "out of memory");
@@ -1007,8 +1104,9 @@ ck_status ck_frontend_load_buffer(const void *buf, size_t len, const char *base_
     ck_load_options opts = with_defaults(o);
     *out = NULL;
     ck_status st;
-    Onnx__ModelProto *m = unpack_model(buf, len, &opts, d, &st);
-    return m ? load_parsed(m, base_dir, &opts, out, d) : st;
+    walked w = {0};
+    Onnx__ModelProto *m = unpack_model(buf, len, &opts, d, &st, &w);
+    return m ? load_parsed(m, base_dir, &opts, out, d, &w) : st;
 }
 
 /* The file is mapped, not read into the heap: protobuf-c copies what it keeps, and the mapping
@@ -1039,14 +1137,20 @@ ck_status ck_frontend_load(const char *path, const ck_load_options *o, ck_graph 
     close(fd);
     if (buf) madvise(buf, len, MADV_SEQUENTIAL);
     ck_status st;
-    Onnx__ModelProto *m = unpack_model(buf ? buf : "", len, &opts, d, &st);
+    char *abs = realpath(path, NULL), *abs_dir = abs ? strdup(abs) : NULL;
+    char *abs_slash = abs_dir ? strrchr(abs_dir, '/') : NULL;
+    if (abs_slash) *abs_slash = 0;
+    walked w = {.path = abs, .dir = abs_slash ? abs_dir : NULL, .size = size};
+    Onnx__ModelProto *m = unpack_model(buf ? buf : "", len, &opts, d, &st, &w);
     if (buf) munmap(buf, len);
-    if (!m) return st;
-    /* external data is resolved relative to the model's directory */
-    char *dir = strdup(path);
-    char *slash = dir ? strrchr(dir, '/') : NULL;
-    if (slash) *slash = 0;
-    st = load_parsed(m, slash ? (dir[0] ? dir : "/") : ".", &opts, out, d);
-    free(dir);
+    if (m) {
+        /* external data is resolved relative to the model's directory */
+        char *dir = strdup(path);
+        char *slash = dir ? strrchr(dir, '/') : NULL;
+        if (slash) *slash = 0;
+        st = load_parsed(m, slash ? (dir[0] ? dir : "/") : ".", &opts, out, d, &w);
+        free(dir);
+    }
+    free(abs), free(abs_dir);
     return st;
 }

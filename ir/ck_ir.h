@@ -261,6 +261,27 @@ typedef struct ck_hold {
     struct ck_hold *next;
 } ck_hold;
 
+/* Where the source model's initializer payloads lie, recorded by the loader (frontend/
+ * onnx_offsets.c) for the trainer's --export-onnx, which copies the file(s) and overwrites those
+ * byte ranges with the trained values. files[0] is the model, the others its external data files. */
+typedef struct ck_source_file {
+    const char *path;        /* files[0]: the model's absolute path; else the external data's path as opened */
+    const char *location;    /* external data: its location, relative to the model's directory; NULL for the model */
+    uint64_t size;
+} ck_source_file;
+
+typedef struct ck_payload {
+    const char *name;        /* the initializer */
+    int file;                /* index in ck_source.files; -1: its bytes are not one range (float_data unpacked or split) */
+    uint64_t offset, length; /* the raw little-endian payload's bytes in that file */
+} ck_payload;
+
+typedef struct ck_source {
+    int n_files, n_payloads;
+    ck_source_file *files;
+    ck_payload *payloads;    /* one per graph initializer, in the file's order */
+} ck_source;
+
 typedef struct ck_graph {
     ck_arena *arena;
     ck_hold *holds;        /* released by ck_graph_free, the last added first */
@@ -279,6 +300,7 @@ typedef struct ck_graph {
     int onnx_nodes;        /* nodes in the file, Constants included, before folding */
     bool trainable_declared; /* the model's metadata_props CK_TRAINABLE_KEY said which float
                               * initializers are PARAMs; false: all of them are (the default rule) */
+    const ck_source *source; /* the model file's initializer payloads (--export-onnx); NULL: loaded from memory */
     ck_mem_plan plan;      /* filled by the memory planner */
     /* training: set by the loss and autodiff passes */
     ck_value *loss;

@@ -20,7 +20,8 @@
  * reads or fills the inputs, runs the step (inference) or N training steps (forward, the loss
  * checked, then backward with each parameter's update as soon as its gradient is final; the loss
  * printed each step), measures the arena's high-water mark and writes outputs,
- * gradients, parameters and the report.
+ * gradients, parameters and the report, and the trained state back into the source model
+ * (--export-onnx, from ckrt_program.source) or a safetensors file.
  *
  * Rules: the library never exits the process and never prints on its own except from
  * ckrt_main; every entry point returns CKRT_OK (0) or an error code with a message in c->msg.
@@ -244,6 +245,27 @@ typedef struct ckrt_state {
     int64_t acc_offset;            /* its gradient accumulator (ckptc --grad-accum), or -1 */
 } ckrt_state;
 
+/* --export-onnx (main_export.c): the source model as ckptc compiled it. files[0] is the model
+ * (its absolute path), the others its external data files (their location, relative to the
+ * model's directory); each with its size and ckrt_checksum then, so a changed file is refused.
+ * ranges[i]: where state entry i's payload lies, raw little-endian bytes at files[file] + offset
+ * (file -1: not one byte range in the source, so not exportable). */
+typedef struct ckrt_model_file {
+    const char *path;
+    uint64_t size, checksum;
+} ckrt_model_file;
+
+typedef struct ckrt_model_range {
+    int file;
+    int64_t offset, length;
+} ckrt_model_range;
+
+typedef struct ckrt_model_source {
+    int n_files;
+    const ckrt_model_file *files;
+    const ckrt_model_range *ranges; /* n_state of them, in the state table's order */
+} ckrt_model_source;
+
 typedef struct ckrt_program {
     const char *name;
     const char *provenance;        /* ckptc version, command line, producer, opset */
@@ -279,6 +301,8 @@ typedef struct ckrt_program {
     double clip_grad_norm;         /* ckptc --clip-grad-norm X: the trainer's default max norm; 0: no clipping */
     /* ckptc --data-parallel: the communicator's constructor (ckrt_mpi_comm_init); NULL: one process */
     int (*comm_init)(int *argc, char ***argv, struct ckrt_comm **out, char *msg, size_t msg_size);
+    /* training: the source model, for --export-onnx; NULL: compiled from memory (not exportable) */
+    const ckrt_model_source *source;
 } ckrt_program;
 
 /* One curve of a memory timeline: bytes in use per step, with the step where the backward

@@ -37,6 +37,10 @@
 #define CKRT_CHECKSUM_INIT 1469598103934665603ull
 uint64_t ckrt_checksum_update(uint64_t h, const void *data, size_t n);
 uint64_t ckrt_checksum(const void *data, size_t n);
+/* The checksum and size of a whole file (read in pieces, so a file of any size); false when it
+ * cannot be opened or read. ckptc records it for the source model, the trainer's --export-onnx
+ * checks it. */
+bool ckrt_checksum_file(const char *path, uint64_t *size, uint64_t *sum);
 
 /* SIZE as ckptc's `budget:SIZE` / `--dp-bucket SIZE` and a trainer's `--mem-limit SIZE` read it:
  * a decimal number that starts with a digit ("512", "1.5", "1e9") directly followed by nothing

@@ -245,6 +245,7 @@ static int run_program(run *r, int argc, char **argv) {
     const ckrt_program *p = r->p;
     r->steps = 1;
     int rc = ckrt_run_parse_args(r, argc, argv);
+    if (!rc && ckrt_dp_writes(r->dp)) rc = ckrt_run_check_export(r); /* --export-*: before any step */
     c->accum = (int)r->accum;
     if (!rc) rc = select_device(r);
     if (!rc) rc = ckrt_run_open_data(r); /* sets the steps from --epochs */
@@ -325,6 +326,7 @@ static int run_program(run *r, int argc, char **argv) {
         bool steps_ok = rc == CKRT_OK;
         if (!ckrt_dp_writes(r->dp)) /* data parallel: rank 0 writes every file */
             r->dump_dir = r->params_dir = r->save_weights = r->report = r->timeline = r->grads_dir = NULL;
+        if (!ckrt_dp_writes(r->dp)) r->export_onnx = r->export_st = NULL; /* --export-*: rank 0 too */
         if (!rc && r->dump_dir) rc = ckrt_run_ensure_dir(c, r->dump_dir);
         for (int i = 0; !rc && r->dump_dir && i < p->n_outputs; i++) {
             const ckrt_io *io = &p->outputs[i];
@@ -335,6 +337,7 @@ static int run_program(run *r, int argc, char **argv) {
         if (!rc && r->grads_dir) rc = ckrt_run_write_npys(r, r->grads_dir, true);
         if (!rc && r->params_dir) rc = ckrt_run_write_npys(r, r->params_dir, false);
         if (!rc && r->save_weights) rc = ckrt_run_save_weights(r);
+        if (!rc) rc = ckrt_run_export(r); /* --export-onnx, --export-safetensors */
         if (!rc && r->report) rc = ckrt_run_write_report(r);
         if (!rc && r->timeline) {
             ckrt_curve cv = {p->policy ? p->policy : p->name, p->n_timeline, p->timeline, p->backward_step, p->n_recompute_steps, p->recompute_steps};

@@ -5,6 +5,7 @@
  *   main_flags.c   the command line (usage, flags, sizes)
  *   main_files.c   weights in and out, inputs, .npy dumps, the --dump-grads buffers
  *   main_report.c  the summary table and the report JSON
+ *   main_export.c  --export-onnx, --export-safetensors: the trained state out to ONNX / safetensors
  */
 #ifndef CKRT_MAIN_H
 #define CKRT_MAIN_H
@@ -69,6 +70,8 @@ typedef struct run {
     const char *metrics;           /* --metrics FILE.jsonl */
     FILE *metrics_f;        /* "resumed from ...", printed after the device line */
     unsigned char *gather;         /* one input's batch, gathered when its rows are not contiguous */
+    /* export (main_export.c): --export-onnx FILE, --export-safetensors FILE, --source-model PATH */
+    const char *export_onnx, *export_st, *source_model;
     /* --grad-accum K (ckptc --grad-accum), --clip-grad-norm X (a program whose updates are all
      * after the backward), the global gradient norm each step (NaN: not taken) */
     int64_t accum;
@@ -117,6 +120,11 @@ int ckrt_run_resume(run *r);
 void ckrt_run_catch_signals(void);
 int ckrt_run_stop_signal(void);
 void ckrt_run_debug_kill(const char *what, int64_t step);
+
+/* main_export.c: the flags checked before training (the source model unchanged, FILE's directory
+ * writable); the trained state written to FILE after it */
+int ckrt_run_check_export(run *r);
+int ckrt_run_export(run *r);
 
 /* main_report.c */
 int ckrt_run_metrics_line(run *r, int64_t s, double eval_s); /* --metrics: step s's line (and its eval's, eval_s >= 0 seconds) */

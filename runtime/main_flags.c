@@ -63,6 +63,11 @@ static const char *usage_train =
     "  --dump-params DIR      parameters and buffers after training: DIR/NAME.npy\n"
     "  --report FILE.json     losses, planned and measured peak memory, timings\n"
     "  --save-weights FILE    write the trained weights (loadable with --weights)\n"
+    /* export (main_export.c) */
+    "  --export-onnx FILE     the source model with its initializers replaced by the trained values (same\n"
+    "                         graph, names and bytes otherwise); external data is written next to FILE\n"
+    "  --export-safetensors FILE  the trained parameters and buffers, keyed by initializer name, as safetensors\n"
+    "  --source-model PATH    the source model's path for --export-onnx, when it moved since ckptc compiled\n"
     "  --weights FILE         weights file (default: weights.bin next to this program)\n"
     "  --allow-nonfinite      keep going when the loss is NaN or infinite\n"
     "  --timeline FILE.svg    draw the planned live memory over the step\n"
@@ -71,6 +76,9 @@ static const char *usage_train =
     "  --tf32                 CUDA: let cuBLAS use TF32 tensor cores (faster, ~1e-3 relative error)\n";
 
 /* ---------------------------------------------------------------- flags */
+
+/* export (main_export.c): long-only options, out of the short options' range */
+enum { OPT_EXPORT_ONNX = 0x200, OPT_EXPORT_ST, OPT_SOURCE_MODEL };
 
 static int parse_u64(ckrt_ctx *c, const char *flag, const char *s, uint64_t *out, uint64_t min) {
     char *end;
@@ -136,6 +144,9 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         {"tokens", required_argument, 0, 't'}, {"token-dtype", required_argument, 0, 'y'},
         {"keep", required_argument, 0, 'k'},   {"resume", required_argument, 0, 'R'},
         {"data", required_argument, 0, 'd'},   {"epochs", required_argument, 0, 'E'},      {"shuffle", no_argument, 0, 'S'},
+        /* export (main_export.c) */
+        {"export-onnx", required_argument, 0, OPT_EXPORT_ONNX}, {"export-safetensors", required_argument, 0, OPT_EXPORT_ST},
+        {"source-model", required_argument, 0, OPT_SOURCE_MODEL},
         {"grad-accum", required_argument, 0, 'G'}, {"clip-grad-norm", required_argument, 0, 'c'},
         {"eval-data", required_argument, 0, 'e'}, {"eval-tokens", required_argument, 0, 'x'},
         {"eval-every", required_argument, 0, 'v'}, {"eval-batches", required_argument, 0, 'b'},
@@ -148,6 +159,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         bool train_only = ch == 'n' || ch == 'g' || ch == 'p' || ch == 'W' || ch == 'A' || ch == 'T' || ch == 'E' || ch == 'S' ||
                           ch == 'L' || ch == 'U' || ch == 'm' || ch == 'K' || ch == 'C' || ch == 'k' || ch == 'R' || ch == 'j' || ch == 't' || ch == 'y' ||
                           ch == 'G' || ch == 'c' || ch == 'e' || ch == 'x' || ch == 'v' || ch == 'b';
+        train_only |= ch >= OPT_EXPORT_ONNX && ch <= OPT_SOURCE_MODEL; /* export */
         if (train_only && !training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "%s: this is an inference program (see --help)", opt);
         if (ch == 'o' && training(r)) return ckrt_fail(c, CKRT_ERR_USAGE, "--dump-outputs: a training program's output is its loss; see --report");
         switch (ch) {
@@ -219,6 +231,10 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
             r->device = optarg;
             break;
         case 'F': r->tf32 = 1; break;
+        /* export (main_export.c) */
+        case OPT_EXPORT_ONNX: r->export_onnx = optarg; break;
+        case OPT_EXPORT_ST: r->export_st = optarg; break;
+        case OPT_SOURCE_MODEL: r->source_model = optarg; break;
         case 'h': printf(training(r) ? usage_train : usage_infer, argv[0]); return -1;
         case ':': return ckrt_fail(c, CKRT_ERR_USAGE, "option '%s' needs a value", opt);
         default: return ckrt_fail(c, CKRT_ERR_USAGE, "unknown option '%s' (see --help)", opt);

@@ -1,10 +1,11 @@
 /* util.c — the pieces libckrt shares with the compiler (ckrt_util.h): the checksum, sizes such
- * as "512MiB", shapes. Plain C, no state; compiled into libckrt and into ckrt_util, which the
+ * as "512MiB", shapes, a file's checksum. Plain C, no state; compiled into libckrt and into ckrt_util, which the
  * compiler links (CMakeLists.txt).
  */
 #include "ckrt_util.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,22 @@ uint64_t ckrt_checksum_update(uint64_t h, const void *data, size_t n) {
 }
 
 uint64_t ckrt_checksum(const void *data, size_t n) { return ckrt_checksum_update(CKRT_CHECKSUM_INIT, data, n); }
+
+bool ckrt_checksum_file(const char *path, uint64_t *size, uint64_t *sum) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    unsigned char buf[1 << 16]; /* a multiple of 8: every piece but the last whole words */
+    uint64_t h = CKRT_CHECKSUM_INIT, n = 0;
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
+        h = ckrt_checksum_update(h, buf, k);
+        n += k;
+    }
+    bool ok = !ferror(f);
+    fclose(f);
+    *size = n, *sum = h;
+    return ok;
+}
 
 bool ckrt_parse_size(const char *s, int64_t *out) {
     static const struct { const char *unit; double mult; } units[] = {

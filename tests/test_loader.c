@@ -346,6 +346,109 @@ START_TEST(samples_load) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- payload ranges (--export-onnx)
+ *
+ * The wire walker (frontend/onnx_offsets.c) against a ModelProto encoded here by hand, field by
+ * field, from the protobuf encoding rules: each initializer's range must hold exactly its payload. */
+
+typedef struct wbuf {
+    uint8_t b[1024];
+    size_t n;
+} wbuf;
+
+static void put_varint(wbuf *w, uint64_t v) {
+    do {
+        w->b[w->n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+}
+static void put_len(wbuf *w, int field, const void *p, size_t n) { /* wire type 2 */
+    put_varint(w, (uint64_t)field << 3 | 2);
+    put_varint(w, n);
+    memcpy(w->b + w->n, p, n);
+    w->n += n;
+}
+static void put_int(wbuf *w, int field, uint64_t v) { /* wire type 0 */
+    put_varint(w, (uint64_t)field << 3);
+    put_varint(w, v);
+}
+static void put_fixed32(wbuf *w, int field, float f) { /* wire type 5: one unpacked float */
+    put_varint(w, (uint64_t)field << 3 | 5);
+    memcpy(w->b + w->n, &f, 4);
+    w->n += 4;
+}
+
+static const ck_payload *payload_named(const ck_payload *p, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(p[i].name, name) == 0) return &p[i];
+    return NULL;
+}
+
+static void assert_range(const wbuf *m, const ck_payload *p, int n, const char *name, const void *want, size_t len) {
+    const ck_payload *q = payload_named(p, n, name);
+    ck_assert_msg(q != NULL, "no payload for '%s'", name);
+    ck_assert_int_eq(q->file, 0);
+    ck_assert_uint_eq(q->length, len);
+    ck_assert_uint_le(q->offset + q->length, m->n);
+    ck_assert_msg(memcmp(m->b + q->offset, want, len) == 0, "'%s': the range does not hold the payload", name);
+}
+
+START_TEST(payload_ranges) {
+    static const float a[] = {1, 2}, b[] = {3, 4, 5}, e1[] = {6}, e2[] = {7}, f[] = {8, 9};
+    static const double g2[] = {0.25, 0.5};
+    wbuf t[7] = {{{0}, 0}}, g1 = {{0}, 0}, g2b = {{0}, 0}, m = {{0}, 0};
+    put_len(&t[0], 9, a, sizeof a), put_int(&t[0], 2, 1), put_len(&t[0], 8, "a", 1);   /* raw_data before the name */
+    put_len(&t[1], 8, "b", 1), put_int(&t[1], 2, 1), put_len(&t[1], 4, b, sizeof b);   /* float_data, packed */
+    put_len(&t[2], 8, "c", 1), put_int(&t[2], 2, 1), put_fixed32(&t[2], 4, 1), put_fixed32(&t[2], 4, 2); /* unpacked */
+    put_len(&t[3], 8, "d", 1), put_int(&t[3], 2, 1), put_int(&t[3], 14, 1);            /* external */
+    put_len(&t[4], 8, "e", 1), put_len(&t[4], 9, e1, 4), put_len(&t[4], 9, e2, 4);     /* the last raw_data wins */
+    put_len(&t[5], 8, "f", 1), put_int(&t[5], 2, 1), put_len(&t[5], 9, f, sizeof f);
+    put_len(&t[6], 8, "g", 1), put_int(&t[6], 2, 11), put_len(&t[6], 10, g2, sizeof g2); /* double_data, packed */
+    put_len(&g1, 2, "graph", 5);
+    for (int i = 0; i < 5; i++) put_len(&g1, 5, t[i].b, t[i].n);
+    put_len(&g2b, 5, t[5].b, t[5].n), put_len(&g2b, 5, t[6].b, t[6].n);
+    put_int(&m, 1, 8), put_len(&m, 7, g1.b, g1.n), put_len(&m, 7, g2b.b, g2b.n);       /* the graph twice: merged */
+    ck_arena *ar = ck_arena_new();
+    ck_payload *p = NULL;
+    int n = 0;
+    ck_assert_int_eq(ck_onnx_payload_ranges(m.b, m.n, ar, &p, &n), CK_OK);
+    ck_assert_int_eq(n, 7);
+    assert_range(&m, p, n, "a", a, sizeof a);
+    assert_range(&m, p, n, "b", b, sizeof b);
+    assert_range(&m, p, n, "e", e2, 4);
+    assert_range(&m, p, n, "f", f, sizeof f);
+    assert_range(&m, p, n, "g", g2, sizeof g2);
+    ck_assert_int_eq(payload_named(p, n, "c")->file, -1);
+    ck_assert_int_eq(payload_named(p, n, "d")->file, -2);
+    ck_assert_int_eq(ck_onnx_payload_ranges(m.b, m.n - 3, ar, &p, &n), CK_ERR_PARSE); /* truncated */
+    ck_arena_free(ar);
+
+    /* through the loader: the graph's source names the file and each initializer's bytes */
+    ck_graph *gr = load_ok("enc_raw.onnx", NULL);
+    ck_assert_ptr_nonnull(gr->source);
+    ck_assert_int_eq(gr->source->n_files, 1);
+    ck_assert_int_eq(gr->source->files[0].path[0], '/');
+    ck_assert_int_eq(gr->source->n_payloads, 1);
+    const ck_payload *q = &gr->source->payloads[0];
+    ck_assert_str_eq(q->name, "w");
+    ck_assert_int_eq(q->file, 0);
+    ck_assert_uint_eq(q->length, 24);
+    FILE *fp = fopen(gr->source->files[0].path, "rb");
+    float w[6];
+    ck_assert(fp && fseek(fp, (long)q->offset, SEEK_SET) == 0 && fread(w, 4, 6, fp) == 6);
+    fclose(fp);
+    assert_floats(find_value(gr, "w"), w, 6);
+    ck_graph_free(gr);
+    gr = load_ok("ext_data.onnx", NULL);
+    ck_assert_int_eq(gr->source->n_files, 2);
+    q = &gr->source->payloads[0];
+    ck_assert_int_eq(q->file, 1);
+    ck_assert_ptr_nonnull(gr->source->files[1].location);
+    ck_assert_uint_eq(q->length, 24);
+    ck_graph_free(gr);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("loader");
     TCase *tc = tcase_create("loader");
@@ -365,6 +468,7 @@ int main(void) {
     tcase_add_test(tc, bad_tensor_data);
     tcase_add_test(tc, from_memory);
     tcase_add_test(tc, samples_load);
+    tcase_add_test(tc, payload_ranges);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
