@@ -16,6 +16,8 @@ if [ "${1:-}" = "--test" ]; then
     # g++: the CUDA emulations compile each kernels.cu as C++ (without it they used clang's c++)
     pkgs="$pkgs g++"
     pkgs="$pkgs python3 python3-onnx python3-numpy python3-torch openmpi-bin libopenmpi-dev"
+    # python3-torchvision: held-out models for the blocks test (tests/blocks_test.py)
+    pkgs="$pkgs python3-torchvision"
 fi
 missing=""
 for p in $pkgs; do
