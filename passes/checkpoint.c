@@ -6,6 +6,8 @@
  *              -> "/layer1/layer1.0"), or what --block-regex matches; runs of nodes with the same
  *              key form a segment; unscoped nodes between two nodes of one block join it. With no
  *              such names, it falls back to cut points (below), one segment between each pair.
+ *              blocks_by_structure (the search's second try, search.c): the units the graph
+ *              repeats (segment_structure), else sqrt.
  *   every:K    a segment every K cut points of the forward graph.
  *   sqrt       about sqrt(n) segments of equal node counts, cut at cut points (Chen et al. 2016).
  *   nodes:RE   segment boundaries after the nodes whose names match RE.
