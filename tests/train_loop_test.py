@@ -26,7 +26,8 @@ evaluation (--eval-data, --eval-tokens, --eval-every).
 6. Bad flags: --grad-accum on a program without accumulators, --eval-every without eval data,
    --eval-data missing an input, --eval-data with the wrong shape: exit 2 with one line.
 7. Data parallel (with mpirun): 2 ranks x 4 samples with --grad-accum 2 and an eval give the losses
-   and eval loss of one process x 8 (1e-5).
+   and eval loss of one process x 8 (1e-5); killed with SIGKILL in step 3 and resumed, the 2 ranks
+   end with the bits of a run never stopped.
 8. --resume with --grad-accum 2, --shuffle and AdamW after a SIGKILL in the middle of step 3 (between
    its micro-batches' work) ends with the bits of a run never stopped; a checkpoint written with
    another K is refused.
@@ -330,6 +331,17 @@ def data_parallel(data, single):
     err = rel_err(rep["losses"] + [e["loss"] for e in rep["evals"]], single["losses"] + [e["loss"] for e in single["evals"]])
     check(f"data parallel, 2 ranks x 4 samples, --grad-accum 2 and an eval: within {err:.1e} of one process x 8",
           err <= 1e-5 and len(rep["evals"]) == 1, f"exit {p.returncode} {p.stderr[-500:]} {rep['losses']} {single['losses']}")
+    # --resume with 2 ranks: a rank killed (SIGKILL) in the middle of step 3 takes the job down
+    mpi = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2", t]
+    args = data + ["--epochs", "3", "--grad-accum", "2", "--shuffle", "--seed", "2"]
+    full = run(mpi + args + ["--dump-params", f"{WORK}/dpfull-params"])
+    ck = f"{WORK}/dp-ckpt"
+    killed = subprocess.run(mpi + args + ["--save-every", "1", "--ckpt-dir", ck], capture_output=True, text=True, timeout=900,
+                            env=dict(os.environ, CKRT_DEBUG_KILL="step:3"))
+    res = run(mpi + args + ["--ckpt-dir", ck, "--resume", ck, "--dump-params", f"{WORK}/dpres-params"])
+    ok = full.returncode == 0 and killed.returncode != 0 and res.returncode == 0 and same_bits("dpfull", "dpres")
+    check("data parallel --resume: 2 ranks killed in step 3 and resumed end with the bits of a run never stopped", ok,
+          f"exits {full.returncode} {killed.returncode} {res.returncode} {res.stderr[-400:]}")
 
 
 def resume(data):
