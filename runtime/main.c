@@ -349,7 +349,6 @@ static int run_program(run *r, int argc, char **argv) {
             printf("%s: %lld step%s; planned peak %lld bytes, measured %lld bytes\n", p->name, (long long)r->steps,
                    r->steps == 1 ? "" : "s", (long long)p->arena_bytes, (long long)r->measured);
     }
-    ckrt_run_close_data(r);
     if (r->metrics_f) fclose(r->metrics_f);
     ckrt_run_free_grad_dump(r);
     c->be->arena_free(c, c->arena);
@@ -370,6 +369,7 @@ int ckrt_main(const ckrt_program *p, int argc, char **argv) {
     ckrt_cpu_init();
     int rc = p->comm_init ? ckrt_dp_init(&r.dp, p, &r.c, &argc, &argv) : CKRT_OK;
     if (!rc) rc = run_program(&r, argc, argv);
+    ckrt_run_close_data(&r); /* here: also after a failure part way through opening them */
     if (rc < 0 && r.dp) printf(ckrt_dp_usage, argv[0]);
     free(r.losses);
     free(r.step_seconds);
