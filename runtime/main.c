@@ -19,8 +19,6 @@
  * (ckrt_grad_ready), and written with the other files after the run.
  */
 #include "main.h"
-#include "ckrt_kernels_train.h" /* ck_k_grad_eff */
-
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -75,17 +73,11 @@ static int clip_gradients(run *r, double *norm) {
     for (int k = 0; k < p->n_state; k++) {
         const ckrt_state *st = &p->state[k];
         if (st->grad_offset < 0) continue;
-        int64_t n = ckrt_numel(st->rank, st->dims), bytes = n * (int64_t)sizeof(float);
-        void *g = NULL, *a = NULL;
-        int rc = ckrt_arena_fetch(c, st->grad_offset, bytes, &g);
-        if (!rc && c->accum > 1 && st->acc_offset >= 0) rc = ckrt_arena_fetch(c, st->acc_offset, bytes, &a);
-        for (int64_t i = 0; !rc && i < n; i++) {
-            double e = ck_k_grad_eff(i, g, a, c->grad_scale);
-            sq += e * e;
-        }
-        if (g) ckrt_arena_release(c, g, bytes);
-        if (a) ckrt_arena_release(c, a, bytes);
-        if (rc) return rc;
+        const float *acc = c->accum > 1 && st->acc_offset >= 0 ? (const float *)(const void *)(c->arena + st->acc_offset) : NULL;
+        double s = 0;
+        CKRT_TRY(ckrt_run_grad_pass(c, (const float *)(const void *)(c->arena + st->grad_offset), acc, ckrt_numel(st->rank, st->dims),
+                                    NULL, &s));
+        sq += s;
     }
     *norm = sqrt(sq);
     float coef = (float)(r->clip / (*norm + 1e-6));

@@ -97,6 +97,10 @@ int ckrt_run_ensure_dir(ckrt_ctx *c, const char *dir);
 int ckrt_run_write_arena_npy(ckrt_ctx *c, const char *path, ckrt_dtype dt, int rank, const int64_t *dims, int64_t offset);
 int ckrt_run_write_npys(run *r, const char *dir, bool grads);
 int ckrt_run_alloc_grad_dump(run *r);
+/* The gradient an update reads (ck_k_grad_eff of g and acc, n floats at arena pointers; acc may be
+ * NULL): its sum of squares in *sq, each value also into dump unless NULL; on a device the bytes
+ * are fetched to the host first. */
+int ckrt_run_grad_pass(ckrt_ctx *c, const float *g, const float *acc, int64_t n, float *dump, double *sq);
 void ckrt_run_free_grad_dump(run *r);
 
 /* main_data.c: the datasets mapped and checked (steps set from --epochs), a step's batch written

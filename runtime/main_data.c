@@ -300,11 +300,9 @@ int ckrt_run_eval(run *r, int64_t step) {
         rc = ckrt_arena_fetch(c, p->inputs[i].offset, ckrt_numel(p->inputs[i].rank, p->inputs[i].dims) *
                               (int64_t)ckrt_dtype_size(p->inputs[i].dtype), &saved[i]);
     double mean = 0;
-    c->eval = 1;
-    int save_accum = c->accum;
-    c->accum = 0; /* the dropout counter is the step's (unused: eval draws nothing) */
+    c->eval = 1; /* dropout draws nothing, BatchNorm updates nothing */
     if (!rc) rc = eval_batches(r, &mean);
-    c->eval = 0, c->accum = save_accum;
+    c->eval = 0;
     if (r->dp) { /* the ranks' mean, and one status for all */
         double m = mean;
         rc = ckrt_dp_mean(r->dp, c, rc, &m);

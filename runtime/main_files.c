@@ -235,29 +235,35 @@ int ckrt_run_write_npys(run *r, const char *dir, bool grads) {
     return CKRT_OK;
 }
 
+int ckrt_run_grad_pass(ckrt_ctx *c, const float *g, const float *acc, int64_t n, float *dump, double *sq) {
+    int64_t bytes = n * (int64_t)sizeof(float);
+    void *hg = NULL, *ha = NULL;
+    int rc = CKRT_OK;
+    if (c->be->dev) { /* device bytes: host copies (a debugging and metrics path) */
+        rc = ckrt_arena_fetch(c, (const unsigned char *)g - c->arena, bytes, &hg);
+        if (!rc && acc) rc = ckrt_arena_fetch(c, (const unsigned char *)acc - c->arena, bytes, &ha);
+        g = hg, acc = acc ? ha : NULL;
+    }
+    double s = 0;
+    for (int64_t i = 0; !rc && i < n; i++) {
+        float e = ck_k_grad_eff(i, g, acc, c->grad_scale);
+        if (dump) dump[i] = e;
+        s += (double)e * (double)e;
+    }
+    *sq = s;
+    if (hg) ckrt_arena_release(c, hg, bytes);
+    if (ha) ckrt_arena_release(c, ha, bytes);
+    return rc;
+}
+
 int ckrt_grad_ready(ckrt_ctx *c, int k, const float *g, const float *acc, int64_t bytes) {
     if (c->accum > 1 && c->micro + 1 < c->accum) return CKRT_OK; /* accumulating: not final yet */
     const float *a = c->accum > 1 ? acc : NULL;
     if (c->grad_dump && !a && c->grad_scale == 1.0f && !c->grad_sq) /* the gradient itself, copied on the copy stream */
         return c->be->copy_to_host(c, c->grad_dump[k], g, bytes, 1);
-    int64_t n = bytes / (int64_t)sizeof(float);
-    void *hg = NULL, *ha = NULL;
-    int rc = CKRT_OK;
-    if (c->be->dev) { /* device bytes: host copies (a debugging and metrics path) */
-        rc = ckrt_arena_fetch(c, (const unsigned char *)g - c->arena, bytes, &hg);
-        if (!rc && a) rc = ckrt_arena_fetch(c, (const unsigned char *)a - c->arena, bytes, &ha);
-        g = hg, a = a ? ha : NULL;
-    }
-    float *dump = c->grad_dump ? c->grad_dump[k] : NULL;
     double sq = 0;
-    for (int64_t i = 0; !rc && i < n; i++) {
-        float e = ck_k_grad_eff(i, g, a, c->grad_scale);
-        if (dump) dump[i] = e;
-        sq += (double)e * (double)e;
-    }
+    int rc = ckrt_run_grad_pass(c, g, a, bytes / (int64_t)sizeof(float), c->grad_dump ? c->grad_dump[k] : NULL, &sq);
     if (c->grad_sq) c->grad_sq[k] = sq;
-    if (hg) ckrt_arena_release(c, hg, bytes);
-    if (ha) ckrt_arena_release(c, ha, bytes);
     return rc;
 }
 
