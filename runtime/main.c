@@ -95,7 +95,7 @@ static int clip_gradients(run *r, double *norm) {
 static int train_step(run *r, int64_t s) {
     ckrt_ctx *c = &r->c;
     const ckrt_program *p = r->p;
-    int64_t K = r->accum > 1 ? r->accum : 1;
+    int64_t K = r->accum;
     int rc = s + 1 == r->steps && r->grads_dir && ckrt_dp_writes(r->dp) ? ckrt_run_alloc_grad_dump(r) : CKRT_OK;
     c->step = s + 1;
     c->lr_scale = ckrt_run_lr_scale(r, s);
@@ -275,7 +275,7 @@ static int run_program(run *r, int argc, char **argv) {
         for (int64_t s = r->first_step; !rc && s < r->steps; s++) {
             double t0 = ckrt_run_now();
             c->micro = 0;
-            rc = ckrt_run_feed(r, s * (r->accum > 1 ? r->accum : 1)); /* --data: this step's (first) batch */
+            rc = ckrt_run_feed(r, s * r->accum); /* --data: this step's (first) batch */
             if (!rc && training(r)) {
                 rc = train_step(r, s);
             } else if (!rc) {

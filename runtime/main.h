@@ -72,7 +72,7 @@ typedef struct run {
     unsigned char *gather;         /* one input's batch, gathered when its rows are not contiguous */
     /* export (main_export.c): --export-onnx FILE, --export-safetensors FILE, --source-model PATH */
     const char *export_onnx, *export_st, *source_model;
-    /* --grad-accum K (ckptc --grad-accum), --clip-grad-norm X (a program whose updates are all
+    /* --grad-accum K (ckptc --grad-accum; 1 once parsed without it), --clip-grad-norm X (a program whose updates are all
      * after the backward), the global gradient norm each step (NaN: not taken) */
     int64_t accum;
     double clip;

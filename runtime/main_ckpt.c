@@ -127,7 +127,7 @@ int ckrt_run_save_ckpt(run *r, int64_t step) {
     memcpy(h, CKPT_MAGIC, 8);
     uint32_t version = CKPT_VERSION;
     memcpy(h + 8, &version, 4);
-    uint32_t accum = r->accum > 1 ? (uint32_t)r->accum : 1;
+    uint32_t accum = (uint32_t)r->accum;
     memcpy(h + 12, &accum, 4);
     put64(h, 16, p->weights_layout), put64(h, 24, (uint64_t)p->static_bytes), put64(h, 32, (uint64_t)step);
     put64(h, 40, r->seed), put64(h, 48, (uint64_t)r->train.n_samples), put64(h, 56, sum);
@@ -183,9 +183,9 @@ static int load_one(run *r, const char *path, int64_t *step, char *why, size_t w
                  (long long)r->train.n_samples), bad = 1;
     uint32_t accum = 0;
     memcpy(&accum, h + 12, 4);
-    if (!bad && (accum ? accum : 1) != (uint32_t)(r->accum > 1 ? r->accum : 1))
+    if (!bad && (accum ? accum : 1) != (uint32_t)r->accum)
         snprintf(why, why_n, "written with --grad-accum %u, this run has --grad-accum %lld", accum ? accum : 1,
-                 (long long)(r->accum > 1 ? r->accum : 1)), bad = 1;
+                 (long long)r->accum), bad = 1;
     uint64_t sum = 0;
     if (!bad) {
         int rc = ckrt_arena_load(c, 0, f, path, p->static_bytes, &sum);

@@ -206,7 +206,7 @@ int ckrt_run_open_data(run *r) {
     }
     CKRT_TRY(open_dataset(r, ds));
     int ranks = ranks_of(r);
-    int64_t k = r->accum > 1 ? r->accum : 1;
+    int64_t k = r->accum;
     r->batch = r->p->inputs[ds->src[0].input].dims[0];
     r->batches_per_epoch = ds->n_samples / (r->batch * ranks);
     int64_t from_epochs = (r->epochs ? r->epochs : 1) * r->batches_per_epoch / k;
@@ -252,7 +252,7 @@ static int feed_rows(run *r, const ckrt_dataset *ds, const int64_t *rows, bool c
 int ckrt_run_feed(run *r, int64_t batch) {
     if (r->train.n == 0) return CKRT_OK;
     int64_t e = batch / r->batches_per_epoch, k = batch % r->batches_per_epoch;
-    if (k == 0 || batch == r->first_step * (r->accum > 1 ? r->accum : 1)) epoch_order(r, e);
+    if (k == 0 || batch == r->first_step * r->accum) epoch_order(r, e);
     r->epoch = e;
     bool contiguous;
     const int64_t *rows = batch_rows(r, batch, &contiguous);
@@ -326,7 +326,7 @@ int ckrt_run_data_context(run *r, int64_t step, int rc) {
     if (r->train.n == 0 || !rc || r->c.eval) return rc;
     ckrt_ctx *c = &r->c;
     bool contiguous;
-    int64_t k = r->accum > 1 ? r->accum : 1;
+    int64_t k = r->accum;
     const int64_t *rows = batch_rows(r, step * k + r->c.micro, &contiguous);
     char list[600] = "";
     if (contiguous) {

@@ -242,6 +242,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
     }
     if (optind < argc) return ckrt_fail(c, CKRT_ERR_USAGE, "unexpected argument '%s' (see --help)", argv[optind]);
     if (!r->token_bytes) r->token_bytes = 2;
+    if (!r->accum) r->accum = 1; /* --grad-accum: K micro-batches a step, 1 without */
     if (r->train.tokens && r->train.n) return ckrt_fail(c, CKRT_ERR_USAGE, "--tokens and --data: give one or the other");
     if (r->eval.tokens && r->eval.n) return ckrt_fail(c, CKRT_ERR_USAGE, "--eval-tokens and --eval-data: give one or the other");
     r->train.flag = "--data", r->eval.flag = "--eval-data";

@@ -85,7 +85,7 @@ int ckrt_run_metrics_line(run *r, int64_t s, double eval_s) {
     if (!r->metrics_f) return CKRT_OK;
     double sec = r->step_seconds[s];
     int ranks = r->dp ? ckrt_dp_size(r->dp) : 1;
-    int64_t K = r->accum > 1 ? r->accum : 1;
+    int64_t K = r->accum;
     int64_t batch = r->p->n_inputs && r->p->inputs[0].rank ? r->p->inputs[0].dims[0] * ranks * K : 0;
     FILE *f = r->metrics_f;
     fprintf(f, "{\"step\": %lld, ", (long long)(s + 1));
@@ -149,7 +149,7 @@ int ckrt_run_write_report(run *r) {
     for (int64_t i = r->first_step; i < r->steps; i++) fprintf(f, "%s%.6f", i > r->first_step ? ", " : "", r->step_seconds[i]);
     fprintf(f, "],\n");
     if (r->train.n) {
-        int64_t K = r->accum > 1 ? r->accum : 1;
+        int64_t K = r->accum;
         fprintf(f, "  \"data\": {\"samples\": %lld, \"batch\": %lld, \"batches_per_epoch\": %lld, \"epochs\": %lld, "
                    "\"shuffle\": %s, \"files\": {", (long long)r->train.n_samples, (long long)r->batch, (long long)r->batches_per_epoch,
                 (long long)(r->steps * K + r->batches_per_epoch - 1) / r->batches_per_epoch, r->shuffle ? "true" : "false");
@@ -160,7 +160,7 @@ int ckrt_run_write_report(run *r) {
         fprintf(f, "}},\n");
     }
     if (training(r)) {
-        fprintf(f, "  \"grad_accum\": %lld,\n  \"clip_grad_norm\": ", (long long)(r->accum > 1 ? r->accum : 1));
+        fprintf(f, "  \"grad_accum\": %lld,\n  \"clip_grad_norm\": ", (long long)r->accum);
         json_num(f, r->clip > 0 ? r->clip : NAN);
         fprintf(f, ",\n  \"grad_norms\": [");
         for (int64_t i = r->first_step; i < r->steps; i++) {
