@@ -187,7 +187,11 @@ static int segment_cuts(const ck_graph *g, const ck_options *o, int nf, int *seg
  * on. Each repetition of a unit is a segment; the chunks no unit covers (glue: the stem, the
  * head, a block that is not repeated) join the segment before them (the first ones the one
  * after). Returns the count of segments, 0 when nothing repeats; *units: how many distinct
- * units were found. */
+ * units were found. Bounded for large graphs: a unit is at most CK_UNIT_MAX_CHUNKS chunks, at
+ * most CK_MAX_UNIT_KINDS units are taken, and each period's scan skips the starts inside a run
+ * already found in their phase, so one scan of period p costs O(p x chunks). */
+#define CK_UNIT_MAX_CHUNKS 64
+#define CK_MAX_UNIT_KINDS 16
 static uint64_t chunk_signature(const ck_graph *g, int from, int to) {
     uint64_t h = 1469598103934665603ull;
     for (int i = from; i < to; i++) {
@@ -218,10 +222,16 @@ static int segment_structure(const ck_graph *g, int nf, int *seg, int *units) {
     for (int c = 0; c < nch; c++) sig[c] = chunk_signature(g, start[c], start[c + 1]), unit_seg[c] = -1;
     int nseg = 0;
     *units = 0;
-    for (;;) {
+    /* per phase s0 % p of the period tried: where the run found from an earlier start of that
+     * phase ends (a later start inside it only finds a suffix of that run) */
+    int *run_end = malloc(sizeof(int) * (CK_UNIT_MAX_CHUNKS + 1));
+    CK_ASSERT(run_end);
+    while (*units < CK_MAX_UNIT_KINDS) {
         int best_s = -1, best_p = 0, best_r = 0, best_nodes = 0;
-        for (int p = 1; p <= nch / 2; p++)
+        for (int p = 1; p <= nch / 2 && p <= CK_UNIT_MAX_CHUNKS; p++) {
+            for (int q = 0; q < p; q++) run_end[q] = 0;
             for (int s0 = 0; s0 + 2 * p <= nch; s0++) {
+                if (s0 < run_end[s0 % p]) continue;
                 bool free_run = true;
                 for (int c = s0; free_run && c < s0 + p; c++) free_run = unit_seg[c] < 0;
                 if (!free_run) continue;
@@ -233,9 +243,11 @@ static int segment_structure(const ck_graph *g, int nf, int *seg, int *units) {
                     if (!same) break;
                     r++;
                 }
+                run_end[s0 % p] = s0 + r * p;
                 int nodes = start[s0 + r * p] - start[s0];
                 if (r >= 2 && nodes > best_nodes) best_s = s0, best_p = p, best_r = r, best_nodes = nodes;
             }
+        }
         if (best_s < 0) break;
         for (int k = 0; k < best_r; k++, nseg++)
             for (int c = 0; c < best_p; c++) unit_seg[best_s + k * best_p + c] = nseg;
@@ -259,7 +271,7 @@ static int segment_structure(const ck_graph *g, int nf, int *seg, int *units) {
         nseg = next;
         free(renum);
     }
-    free(cut), free(start), free(unit_seg), free(sig);
+    free(cut), free(start), free(unit_seg), free(sig), free(run_end);
     return nseg;
 }
 
