@@ -176,6 +176,15 @@ int64_t ck_ws_conv_grad(const ck_node *n);
 /* ckptc.GradAllReduce: the communication staging, 2 x attribute staging_floats floats */
 int64_t ck_ws_grad_allreduce(const ck_node *n);
 #define CK_MAX_GRADS (1 << 24)
+/* Einsum's equation (einsum.c): the operands' letters and the output's; what the lowering
+ * (passes/lower.c) supports: <= 2 operands, no ellipsis, no letter twice in a term. */
+typedef struct ck_einsum {
+    int n_terms, n[2], n_out;
+    char term[2][CK_MAX_RANK], out[CK_MAX_RANK];
+    bool explicit_out;
+} ck_einsum;
+bool ck_einsum_parse(const char *eq, int n_terms, ck_einsum *e, char *err, size_t errlen);
+int64_t ck_einsum_dim(const ck_einsum *e, const ck_value *const *in, char c);
 /* Floating-point operations one run of the node costs (flops.c). */
 int64_t ck_node_flops(const ck_node *n);
 

@@ -11,6 +11,11 @@
  *     with B = Transpose(W: (N, K))            Gemm(..., W, transB=1): no transpose at all
  *   Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)  -> Gelu(x)   (any operand order)
  *
+ *   Einsum(A, B)                            -> ReduceSum of the letters only one operand has, then
+ *                                              Transpose both to (batch, free, contracted), Reshape to
+ *                                              3-D, one batched MatMul, Reshape, Transpose to the output
+ *     (ckptc has no Einsum kernel: this is how it runs; what it accepts: ir/einsum.c)
+ *
  * Reshapes are views (no bytes), Gemm's gradient uses its trans flags (no transposes), and Gelu's
  * gradient reads only x. Each replacement keeps the replaced node's name, so scope-based
  * checkpoint policies see the same blocks; the last new node produces the original output value,
@@ -147,13 +152,134 @@ static bool lower_gelu(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
     return false;
 }
 
+/* ---------------------------------------------------------------- Einsum */
+
+static ck_value *transpose(ck_lower *L, const char *name, ck_value *x, const int *perm, ck_diag *d) {
+    bool identity = true;
+    for (int i = 0; i < x->rank; i++) identity &= perm[i] == i;
+    if (identity) return x;
+    ck_node *t = emit(L, CK_OP_TRANSPOSE, name, 1, &x);
+    int64_t *p = ck_arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(x->rank + 1));
+    CK_ASSERT(p);
+    for (int i = 0; i < x->rank; i++) p[i] = perm[i];
+    ck_node_add_attr(L->g, t, (ck_attr){.name = "perm", .kind = CK_ATTR_INTS, .n = x->rank, .ints = p});
+    return ck_infer_node(t, d) ? NULL : t->out[0];
+}
+
+static ck_value *reshape_if(ck_lower *L, const char *name, ck_value *x, int rank, const int64_t *dims, ck_diag *d) {
+    if (rank == x->rank && memcmp(dims, x->dims, sizeof(int64_t) * (size_t)rank) == 0) return x;
+    return reshape(L, name, x, rank, dims, d);
+}
+
+/* Sums operand t over the letters neither the other operand nor the output has; drops them
+ * from its term. */
+static ck_value *einsum_reduce(ck_lower *L, const char *name, ck_einsum *e, int t, ck_value *x, ck_diag *d) {
+    int64_t axes[CK_MAX_RANK];
+    int na = 0, keep = 0;
+    for (int i = 0; i < e->n[t]; i++) {
+        char c = e->term[t][i];
+        bool other = e->n_terms == 2 && memchr(e->term[1 - t], c, (size_t)e->n[1 - t]);
+        if (!other && !memchr(e->out, c, (size_t)e->n_out)) axes[na++] = i;
+        else e->term[t][keep++] = c;
+    }
+    if (na == 0) return x;
+    e->n[t] = keep;
+    ck_node *r = emit(L, CK_OP_REDUCE_SUM, name, 2, (ck_value *[]){x, shape_const(L, na, axes)});
+    set_int(L, r, "keepdims", 0);
+    return ck_infer_node(r, d) ? NULL : r->out[0];
+}
+
+/* The positions in `term` of the letters of `want` (in want's order). */
+static int letters_at(const char *term, int n, const char *want, int nw, int *pos) {
+    for (int i = 0; i < nw; i++) pos[i] = (int)((const char *)memchr(term, want[i], (size_t)n) - term);
+    return nw;
+}
+
+static int64_t prod_of(const ck_value *x, const int *pos, int n) {
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) p *= x->dims[pos[i]];
+    return p;
+}
+
+/* Two operands: batch letters (both and the output), contracted (both, not the output), each
+ * operand's free letters; A -> (batch, M, K), B -> (batch, K, N), MatMul, back to letters. */
+static ck_value *einsum_matmul(ck_lower *L, const char *name, const ck_einsum *e, ck_value *A, ck_value *B, char *letters,
+                               int *nl, ck_diag *d) {
+    char bat[CK_MAX_RANK], con[CK_MAX_RANK], fa[CK_MAX_RANK], fb[CK_MAX_RANK];
+    int nb = 0, nc = 0, na = 0, nfb = 0;
+    for (int i = 0; i < e->n_out; i++) {
+        char c = e->out[i];
+        bool a = memchr(e->term[0], c, (size_t)e->n[0]), b = memchr(e->term[1], c, (size_t)e->n[1]);
+        if (a && b) bat[nb++] = c;
+        else if (a) fa[na++] = c;
+        else fb[nfb++] = c;
+    }
+    for (int i = 0; i < e->n[0]; i++)
+        if (!memchr(e->out, e->term[0][i], (size_t)e->n_out)) con[nc++] = e->term[0][i];
+    int pa[CK_MAX_RANK], pb[CK_MAX_RANK], k = 0;
+    k += letters_at(e->term[0], e->n[0], bat, nb, pa + k);
+    k += letters_at(e->term[0], e->n[0], fa, na, pa + k);
+    letters_at(e->term[0], e->n[0], con, nc, pa + k);
+    k = letters_at(e->term[1], e->n[1], bat, nb, pb);
+    k += letters_at(e->term[1], e->n[1], con, nc, pb + k);
+    letters_at(e->term[1], e->n[1], fb, nfb, pb + k);
+    int64_t nbat = prod_of(A, pa, nb), M = prod_of(A, pa + nb, na), K = prod_of(A, pa + nb + na, nc),
+            N = prod_of(B, pb + nb + nc, nfb);
+    int64_t out_dims[CK_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < nb; i++) out_dims[r] = A->dims[pa[i]], letters[r++] = bat[i];
+    for (int i = 0; i < na; i++) out_dims[r] = A->dims[pa[nb + i]], letters[r++] = fa[i];
+    for (int i = 0; i < nfb; i++) out_dims[r] = B->dims[pb[nb + nc + i]], letters[r++] = fb[i];
+    *nl = r;
+    char nm[600];
+    snprintf(nm, sizeof nm, "%s/a", name);
+    A = transpose(L, nm, A, pa, d);
+    if (A) A = reshape_if(L, nm, A, 3, (int64_t[]){nbat, M, K}, d);
+    snprintf(nm, sizeof nm, "%s/b", name);
+    if (A) B = transpose(L, nm, B, pb, d);
+    if (A && B) B = reshape_if(L, nm, B, 3, (int64_t[]){nbat, K, N}, d);
+    if (!A || !B) return NULL;
+    ck_node *mm = emit(L, CK_OP_MATMUL, name, 2, (ck_value *[]){A, B});
+    if (ck_infer_node(mm, d)) return NULL;
+    snprintf(nm, sizeof nm, "%s/y", name);
+    return reshape_if(L, nm, mm->out[0], r, out_dims, d);
+}
+
+static bool lower_einsum(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
+    ck_einsum e;
+    char err[200], letters[CK_MAX_RANK];
+    bool ok = ck_einsum_parse(ck_attr_str(n, "equation", ""), n->n_in, &e, err, sizeof err);
+    CK_ASSERT(ok); /* ck_infer_einsum accepted it */
+    ck_value *x[2] = {n->in[0], n->n_in > 1 ? n->in[1] : NULL}, *y = NULL;
+    int nl = 0, first = L->n_out;
+    for (int t = 0; t < e.n_terms; t++)
+        if (!(x[t] = einsum_reduce(L, n->name, &e, t, x[t], d))) return *st = CK_ERR_SHAPE, true;
+    if (e.n_terms == 2) {
+        y = einsum_matmul(L, n->name, &e, x[0], x[1], letters, &nl, d);
+    } else {
+        y = x[0];
+        memcpy(letters, e.term[0], (size_t)e.n[0]);
+        nl = e.n[0];
+    }
+    int perm[CK_MAX_RANK];
+    if (y) letters_at(letters, nl, e.out, e.n_out, perm);
+    if (y) y = transpose(L, n->name, y, perm, d);
+    if (!y) return *st = CK_ERR_SHAPE, true;
+    ck_node *last = L->n_out > first ? L->out[L->n_out - 1] : NULL;
+    if (!last || last->out[0] != y) last = emit(L, CK_OP_IDENTITY, n->name, 1, &y); /* "ij->ij": nothing emitted */
+    *st = adopt_output(L, last, n->out[0], d);
+    return true;
+}
+
 ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
     (void)o;
     ck_lower L = {.g = g};
     int nn = g->n_nodes;
     L.uses = calloc((size_t)g->next_value_id + 1, sizeof *L.uses);
     ck_node **old = malloc(sizeof *old * (size_t)(nn + 1));
-    L.out = malloc(sizeof *L.out * (size_t)(3 * nn + 1));
+    int n_einsum = 0; /* an Einsum becomes at most 9 nodes */
+    for (int i = 0; i < nn; i++) n_einsum += g->nodes[i]->op == CK_OP_EINSUM;
+    L.out = malloc(sizeof *L.out * (size_t)(3 * nn + 9 * n_einsum + 1));
     if (!L.uses || !old || !L.out) {
         free(L.uses), free(old), free(L.out);
         ck_diag_add(d, "out of memory lowering the graph");
@@ -171,6 +297,7 @@ ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
         bool done = false;
         if (n->op == CK_OP_MATMUL) done = lower_matmul(&L, n, d, &st);
         else if (n->op == CK_OP_MUL) done = lower_gelu(&L, n, d, &st);
+        else if (n->op == CK_OP_EINSUM) done = lower_einsum(&L, n, d, &st);
         if (done) changed++;
         else L.out[L.n_out++] = n;
     }

@@ -436,6 +436,30 @@ def _matmul(c, key):
     c.ref = lambda P, I: [torch.matmul(P["A"], P["B"])]
 
 
+# Einsum is lowered to ReduceSum/Transpose/Reshape/MatMul (passes/lower.c): the forward and both
+# operands' gradients against torch.einsum, for maxvit's attention products, a contraction over
+# two letters, free letters in a shuffled output, letters summed out of one operand, an inner and
+# an outer product, the implicit output form, and one-operand transpose and reduction.
+EINSUM = [("einsum_attn_qk", "BGHID,BGHJD->BGHIJ", [(2, 2, 2, 3, 4), (2, 2, 2, 5, 4)]),
+          ("einsum_attn_pv", "BGHIJ,BGHJD->BGHID", [(2, 2, 2, 3, 5), (2, 2, 2, 5, 4)]),
+          ("einsum_two_contracted", "bij k,bjkl->bli", [(2, 3, 4, 5), (2, 4, 5, 3)]),
+          ("einsum_shuffled_out", "ik,kjb->jbi", [(3, 4), (4, 2, 5)]),
+          ("einsum_summed_out", "ijx,jky->ki", [(3, 4, 2), (4, 5, 3)]),
+          ("einsum_inner", "i,i->", [(6,), (6,)]),
+          ("einsum_outer", "i,j->ij", [(3,), (4,)]),
+          ("einsum_implicit", "ij,jk", [(3, 4), (4, 5)]),
+          ("einsum_transpose", "ijk->kji", [(2, 3, 4)]),
+          ("einsum_reduce", "ijk->j", [(2, 3, 4)])]
+
+
+@cases([(e[0], e) for e in EINSUM])
+def _einsum(c, key):
+    _, eq, shapes = key
+    names = [c.param("X%d" % i, c.normal(s)) for i, s in enumerate(shapes)]
+    c.out(c.node("Einsum", names, equation=eq))
+    c.ref = lambda P, I: [torch.einsum(eq.replace(" ", ""), *[P["X%d" % i] for i in range(len(shapes))])]
+
+
 GEMM = [("gemm_nn_cvec", 0, 0, "vec", 0.7, 1.3), ("gemm_nt_cvec", 0, 1, "vec", 0.7, 1.3),
         ("gemm_tn_cvec", 1, 0, "vec", 0.7, 1.3), ("gemm_tt_cvec", 1, 1, "vec", 0.7, 1.3),
         ("gemm_nn_cfull", 0, 0, "full", 1.0, 1.0), ("gemm_tt_cfull", 1, 1, "full", -0.5, 2.0),

@@ -1143,6 +1143,55 @@ START_TEST(trilu_forms) {
 }
 END_TEST
 
+START_TEST(einsum_forms) {
+    ck_node *a = NODE(CK_OP_EINSUM, "/ein/attn", 1, IN("q", CK_F32, 2, 3, 4, 5), IN("k", CK_F32, 2, 3, 6, 5));
+    attr_str(a, "equation", "B H I D, B H J D -> B H I J");
+    INFER_OK(a);
+    EXPECT(a->out[0], CK_F32, 2, 3, 4, 6);
+    ck_node *b = NODE(CK_OP_EINSUM, "/ein/implicit", 1, IN("a", CK_F32, 3, 4), IN("b", CK_F32, 4, 5));
+    attr_str(b, "equation", "ij,jk");
+    INFER_OK(b);
+    EXPECT(b->out[0], CK_F32, 3, 5);
+    ck_node *c = NODE(CK_OP_EINSUM, "/ein/inner", 1, IN("u", CK_F32, 7), IN("v", CK_F32, 7));
+    attr_str(c, "equation", "i,i->");
+    INFER_OK(c);
+    EXPECT0(c->out[0], CK_F32);
+    ck_node *e = NODE(CK_OP_EINSUM, "/ein/one", 1, IN("t", CK_F32, 2, 3, 4));
+    attr_str(e, "equation", "ijk->kj");
+    INFER_OK(e);
+    EXPECT(e->out[0], CK_F32, 4, 3);
+}
+END_TEST
+
+START_TEST(einsum_errors) {
+    static const struct { const char *eq; ck_status st; const char *msg; } bad[] = {
+        {"...ij,...jk->...ik", CK_ERR_UNSUPPORTED, "ellipsis"},
+        {"ii,ij->ij", CK_ERR_UNSUPPORTED, "repeats within one term"},
+        {"ij,jk,kl->il", CK_ERR_UNSUPPORTED, "more than two operands"},
+        {"ij->ik", CK_ERR_UNSUPPORTED, "'k' is in no operand"},
+        {"ij,jk->ik", CK_ERR_UNSUPPORTED, "operand(s) but the node has 1"},
+        {"ijk->i", CK_ERR_SHAPE, "has rank 2"},
+        {"i1->i", CK_ERR_UNSUPPORTED, "unexpected character '1'"},
+        {"ij-ji", CK_ERR_UNSUPPORTED, "expected '->'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "/ein/bad%zu", i);
+        ck_node *n = NODE(CK_OP_EINSUM, ck_arena_strdup(G->arena, nm), 1, IN("x", CK_F32, 3, 3));
+        attr_str(n, "equation", bad[i].eq);
+        EXPECT_FAIL(n, bad[i].st, bad[i].msg);
+    }
+    ck_node *m = NODE(CK_OP_EINSUM, "/ein/size", 1, IN("p", CK_F32, 3, 4), IN("r", CK_F32, 5, 2));
+    attr_str(m, "equation", "ij,jk->ik");
+    EXPECT_FAIL(m, CK_ERR_UNSUPPORTED, "'j' is 4 in input 0 but 5 in input 1");
+    ck_node *f = NODE(CK_OP_EINSUM, "/ein/f64", 1, IN("h", CK_F64, 3, 4));
+    attr_str(f, "equation", "ij->ji");
+    EXPECT_FAIL(f, CK_ERR_UNSUPPORTED, "dtype float64");
+    ck_node *g = NODE(CK_OP_EINSUM, "/ein/noeq", 1, IN("w", CK_F32, 3, 4));
+    EXPECT_FAIL(g, CK_ERR_SHAPE, "'equation' is missing");
+}
+END_TEST
+
 /* ---------------------------------------------------------------- Shape, ConstantOfShape, Range */
 
 START_TEST(shape_ranges) {
@@ -1273,6 +1322,7 @@ static Suite *infer_suite(void) {
                    squeeze_forms, expand_bidirectional, trilu_forms, pad_forms, pad_errors, nd_forms}},
         {"shape", {shape_ranges, constant_of_shape, range_counts, range_errors}},
         {"arity", {arity_checks}},
+        {"einsum", {einsum_forms, einsum_errors}},
     };
     for (size_t i = 0; i < sizeof groups / sizeof *groups; i++) {
         TCase *tc = tcase_create(groups[i].name);
