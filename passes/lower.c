@@ -15,6 +15,8 @@
  *                                              Transpose both to (batch, free, contracted), Reshape to
  *                                              3-D, one batched MatMul, Reshape, Transpose to the output
  *     (ckptc has no Einsum kernel: this is how it runs; what it accepts: ir/einsum.c)
+ *   ReduceL1(x) / ReduceSumSquare(x) / ReduceL2(x) -> ReduceSum(Abs(x)) / ReduceSum(x*x) / Sqrt(ReduceSum(x*x))
+ *     (same axes and keepdims; L2's gradient is infinite where a norm is 0, as Sqrt's is)
  *
  * Reshapes are views (no bytes), Gemm's gradient uses its trans flags (no transposes), and Gelu's
  * gradient reads only x. Each replacement keeps the replaced node's name, so scope-based
@@ -271,6 +273,27 @@ static bool lower_einsum(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
     return true;
 }
 
+/* ---------------------------------------------------------------- ReduceL1, ReduceL2, ReduceSumSquare */
+
+static bool lower_reduce_norm(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
+    ck_value *x = n->in[0];
+    char nm[600];
+    snprintf(nm, sizeof nm, "%s/%s", n->name, n->op == CK_OP_REDUCE_L1 ? "abs" : "square");
+    ck_node *e = n->op == CK_OP_REDUCE_L1 ? emit(L, CK_OP_ABS, nm, 1, &x) : emit(L, CK_OP_MUL, nm, 2, (ck_value *[]){x, x});
+    if ((*st = ck_infer_node(e, d))) return true;
+    ck_value *in[2] = {e->out[0], n->n_in > 1 ? n->in[1] : NULL};
+    ck_node *r = emit(L, CK_OP_REDUCE_SUM, n->name, in[1] ? 2 : 1, in);
+    for (int i = 0; i < n->n_attr; i++) ck_node_add_attr(L->g, r, n->attr[i]);
+    if (n->op != CK_OP_REDUCE_L2) {
+        *st = adopt_output(L, r, n->out[0], d);
+        return true;
+    }
+    if ((*st = ck_infer_node(r, d))) return true;
+    snprintf(nm, sizeof nm, "%s/sqrt", n->name);
+    *st = adopt_output(L, emit(L, CK_OP_SQRT, nm, 1, &r->out[0]), n->out[0], d);
+    return true;
+}
+
 ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
     (void)o;
     ck_lower L = {.g = g};
@@ -298,6 +321,8 @@ ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
         if (n->op == CK_OP_MATMUL) done = lower_matmul(&L, n, d, &st);
         else if (n->op == CK_OP_MUL) done = lower_gelu(&L, n, d, &st);
         else if (n->op == CK_OP_EINSUM) done = lower_einsum(&L, n, d, &st);
+        else if (n->op == CK_OP_REDUCE_L1 || n->op == CK_OP_REDUCE_L2 || n->op == CK_OP_REDUCE_SUM_SQUARE)
+            done = lower_reduce_norm(&L, n, d, &st);
         if (done) changed++;
         else L.out[L.n_out++] = n;
     }

@@ -107,6 +107,18 @@ def set_trainable(onnx_model, names):
     e.key, e.value = KEY, json.dumps(list(names))
 
 
+def _register_missing_symbolics():
+    """ONNX forms for ATen ops that torch 1.13's exporter lacks, registered once: `aten::zero`
+    (what `t[a:b].zero_()` traces to, e.g. torchvision's Swin v2 attention bias) as zeros of
+    its input's shape and dtype."""
+    import torch
+    from torch.onnx import symbolic_opset9
+    if getattr(_register_missing_symbolics, "done", False):
+        return
+    torch.onnx.register_custom_op_symbolic("aten::zero", lambda g, self: symbolic_opset9.zeros_like(g, self), 9)
+    _register_missing_symbolics.done = True
+
+
 def export(model, args, path, input_names=None, output_names=None, dynamic_axes=None, opset=17):
     """Exports model (called on args) to path in training mode and declares its trainable
     initializers; returns their names. The model is left as it was (mode and buffers), and the
@@ -117,6 +129,7 @@ def export(model, args, path, input_names=None, output_names=None, dynamic_axes=
     # tracing runs one training-mode forward, which moves BatchNorm's running statistics (and
     # num_batches_tracked): the buffers are put back, in the model and in the file
     saved = {n: b.detach().clone() for n, b in model.named_buffers()}
+    _register_missing_symbolics()
     try:
         torch.onnx.export(model, args, path, input_names=input_names, output_names=output_names,
                           dynamic_axes=dynamic_axes, opset_version=opset, do_constant_folding=False,

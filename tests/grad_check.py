@@ -616,7 +616,7 @@ def _gap(c, shape):
 
 # ---------------------------------------------------------------- cases: reductions
 
-@cases([("%s_%s" % (op.lower(), k[0]), (op,) + k[1:]) for op in ("ReduceSum", "ReduceMean") for k in (
+@cases([("%s_%s" % (op.lower(), k[0]), (op,) + k[1:]) for op in ("ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare") for k in (
     ("axis1_keep", (2, 3, 4), [1], 1), ("axes02_drop", (2, 3, 4), [0, 2], 0), ("all_drop", (3, 4), None, 0),
     ("all_keep", (2, 3, 4), None, 1), ("negative_axis", (2, 3, 4), [-1], 0), ("default_keepdims", (3, 4), [0], None))])
 def _reduce(c, key):
@@ -625,11 +625,16 @@ def _reduce(c, key):
     attrs = {} if keep is None else {"keepdims": keep}
     if op == "ReduceSum":  # opset 13+: axes is an input
         c.out(c.node(op, [x] + ([c.ints(axes)] if axes is not None else []), **attrs))
-    else:  # ReduceMean in opset 17: axes is an attribute
+    else:  # ReduceMean and the rest in opset 17: axes is an attribute
         c.out(c.node(op, [x], **(dict(attrs, axes=axes) if axes is not None else attrs)))
     keepdim = keep is None or keep == 1
     dims = tuple(range(len(shape))) if axes is None else tuple(axes)
-    fn = torch.sum if op == "ReduceSum" else torch.mean
+    fn = {"ReduceSum": torch.sum, "ReduceMean": torch.mean,
+          "ReduceL1": lambda x, dim, keepdim: torch.sum(torch.abs(x), dim=dim, keepdim=keepdim),
+          "ReduceL2": lambda x, dim, keepdim: torch.sqrt(torch.sum(x * x, dim=dim, keepdim=keepdim)),
+          "ReduceSumSquare": lambda x, dim, keepdim: torch.sum(x * x, dim=dim, keepdim=keepdim)}[op]
+    if op == "ReduceL1":  # away from Abs's kink at 0
+        c.params["x"] = c.away(shape)
     c.ref = lambda P, I: [fn(P["x"], dim=dims, keepdim=keepdim)]
 
 
