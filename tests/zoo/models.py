@@ -3,7 +3,8 @@ hand-written language models (GPT-2-, LLaMA- and BERT-style), for tests/zoo/zoo_
 
 Each entry of MODELS is a Spec: the family, a builder returning the torch module, its inputs
 (name, shape, dtype, range) and notes. Sizes are cut down (batch 2, 32x32 to 64x64 images where
-the architecture allows, narrow widths, few blocks) so that a model exports, compiles and trains
+the architecture allows, 64x64 for the networks with BatchNorm so that their last stage is at least
+2x2, narrow widths, few blocks) so that a model exports, compiles and trains
 in seconds; the architecture of each family (its block types, normalizations, activations,
 attention, pooling) is kept. Where torchvision's constructor fixes a size the export needs cut
 (AlexNet's and VGG's 4096-wide classifiers, their adaptive pools that PyTorch 1.13 exports only
@@ -32,6 +33,7 @@ class Spec:
     inputs: List[Input]
     classes: int = 10
     label_shape: Tuple[int, ...] = (2,)  # the cross-entropy labels: the logits' shape less the class axis
+    seed: int = 7  # of the inputs and labels
     bn: bool = False  # has BatchNorm: float32 on a batch of 2 is itself off by up to 1e-2
     notes: str = ""
     tags: List[str] = field(default_factory=list)
@@ -142,20 +144,22 @@ def _tv_plain(fn, **kw):
 MODELS = [
     Spec("alexnet", "alexnet", alexnet, IMG(224), notes="224x224 (its pools need 6x6 features); classifier 64 wide"),
     Spec("convnext", "convnext", convnext, IMG(32), notes="3 stages of 2 blocks, 16-64 channels"),
-    Spec("densenet", "densenet", densenet, IMG(32), bn=True, notes="growth 8, blocks (2,2,2,2)"),
-    Spec("efficientnet", "efficientnet", efficientnet, IMG(32), bn=True, notes="b0 at width 0.25, depth 0.34"),
-    Spec("efficientnet_v2", "efficientnet_v2", efficientnet_v2, IMG(32), bn=True, notes="v2-s stages at 1/4 width, 1 layer each"),
-    Spec("googlenet", "googlenet", googlenet, IMG(32), bn=True, notes="torchvision's googlenet, no aux heads"),
-    Spec("inception_v3", "inception_v3", inception_v3, IMG(75), bn=True, notes="torchvision's inception_v3 at 75x75, no aux head"),
+    Spec("densenet", "densenet", densenet, IMG(64), bn=True, notes="growth 8, blocks (2,2,2,2)"),
+    Spec("efficientnet", "efficientnet", efficientnet, IMG(64), bn=True, notes="b0 at width 0.25, depth 0.34"),
+    Spec("efficientnet_v2", "efficientnet_v2", efficientnet_v2, IMG(64), bn=True, notes="v2-s stages at 1/4 width, 1 layer each"),
+    Spec("googlenet", "googlenet", googlenet, IMG(64), bn=True, notes="torchvision's googlenet, no aux heads"),
+    Spec("inception_v3", "inception_v3", inception_v3, IMG(171), bn=True,
+         notes="torchvision's inception_v3 at 171x171 (its last stage 4x4), no aux head"),
     Spec("maxvit", "maxvit", maxvit, IMG(64), bn=True, notes="2 stages of 1 block, partition 2, 16-32 channels"),
-    Spec("mnasnet", "mnasnet", _tv_plain("mnasnet0_5"), IMG(32), bn=True, notes="mnasnet0_5"),
-    Spec("mobilenet_v2", "mobilenet_v2", _tv_plain("mobilenet_v2", width_mult=0.25), IMG(32), bn=True, notes="width 0.25"),
-    Spec("mobilenet_v3", "mobilenet_v3", _tv_plain("mobilenet_v3_small"), IMG(32), bn=True, notes="mobilenet_v3_small"),
-    Spec("regnet", "regnet", _tv_plain("regnet_x_400mf"), IMG(32), bn=True, notes="regnet_x_400mf"),
-    Spec("resnet", "resnet", resnet, IMG(32), bn=True, notes="resnet18"),
-    Spec("resnext", "resnext", resnext, IMG(32), bn=True, notes="bottleneck [1,1,1,1], 8 groups x 4"),
-    Spec("wide_resnet", "wide_resnet", wide_resnet, IMG(32), bn=True, notes="bottleneck [1,1,1,1], width 128"),
-    Spec("shufflenet", "shufflenet", _tv_plain("shufflenet_v2_x0_5"), IMG(32), bn=True, notes="shufflenet_v2_x0_5"),
+    Spec("mnasnet", "mnasnet", _tv_plain("mnasnet0_5"), IMG(64), bn=True, notes="mnasnet0_5"),
+    Spec("mobilenet_v2", "mobilenet_v2", _tv_plain("mobilenet_v2", width_mult=0.25), IMG(64), bn=True, notes="width 0.25"),
+    Spec("mobilenet_v3", "mobilenet_v3", _tv_plain("mobilenet_v3_small"), IMG(64), bn=True, notes="mobilenet_v3_small"),
+    Spec("regnet", "regnet", _tv_plain("regnet_x_400mf"), IMG(64), bn=True, notes="regnet_x_400mf"),
+    Spec("resnet", "resnet", resnet, IMG(64), bn=True, seed=1,
+         notes="resnet18 (inputs of seed 7 put a ReLU input of layer4 within float32 rounding of 0)"),
+    Spec("resnext", "resnext", resnext, IMG(64), bn=True, notes="bottleneck [1,1,1,1], 8 groups x 4"),
+    Spec("wide_resnet", "wide_resnet", wide_resnet, IMG(64), bn=True, notes="bottleneck [1,1,1,1], width 128"),
+    Spec("shufflenet", "shufflenet", _tv_plain("shufflenet_v2_x0_5"), IMG(64), bn=True, notes="shufflenet_v2_x0_5"),
     Spec("squeezenet", "squeezenet", _tv_plain("squeezenet1_1"), IMG(64), notes="squeezenet1_1 at 64x64"),
     Spec("swin", "swin", swin, IMG(32), notes="2 stages of 2 blocks, window 4, embed 16"),
     Spec("swin_v2", "swin_v2", swin_v2, IMG(32), notes="2 stages of 2 v2 blocks, window 4, embed 16"),
@@ -338,3 +342,28 @@ MODELS += [
          classes=3, notes="2 post-LN layers, d 32, 4 heads, T 16; padding mask input, token types; [CLS] classifier",
          tags=["lm"]),
 ]
+
+
+def lstm():
+    import torch.nn as nn
+
+    class LSTMClassifier(nn.Module):
+        """Embedding, a 2-layer batch-first LSTM (the second bidirectional), a Linear on the last step."""
+
+        def __init__(self, V=64, d=16, hidden=24, classes=5):
+            super().__init__()
+            self.emb = nn.Embedding(V, d)
+            self.lstm1 = nn.LSTM(d, hidden, batch_first=True)
+            self.lstm2 = nn.LSTM(hidden, hidden, batch_first=True, bidirectional=True)
+            self.fc = nn.Linear(2 * hidden, classes)
+
+        def forward(self, idx):
+            h, _ = self.lstm1(self.emb(idx))
+            h, _ = self.lstm2(h)
+            return self.fc(h[:, -1])
+
+    return LSTMClassifier()
+
+
+MODELS.append(Spec("lstm", "LSTM classifier", lstm, [Input("idx", (2, 12), "int64", 64)], classes=5,
+                   notes="embedding 16, LSTM 24 then bidirectional LSTM 24, T 12, last step", tags=["lm"]))

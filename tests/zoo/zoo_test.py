@@ -8,10 +8,15 @@ trainable initializers), then, with dropout off on both sides (ckptc --disable-d
 Dropout modules in eval mode, everything else, BatchNorm included, in training mode):
 
   infer      `ckptc --infer` logits against PyTorch's float64 forward: max |ours - ref| / max |ref|
-             within max(1e-4, 2 x PyTorch float32's own error on the same forward);
+             within max(1e-4, 10 x PyTorch float32's own error on the same forward);
   gradients  step 1 (cross-entropy, mean) of every trainable parameter against PyTorch's float64
-             gradient, per tensor, within max(1e-4, 2 x PyTorch float32's own error on that tensor)
-             (float32 BatchNorm over a batch of 2 is itself off by up to 1e-2);
+             gradient, per tensor: max |ours - ref| / max(max |ref|, 1e-3 x the largest gradient
+             element of the model) (the floor: a bias right before a BatchNorm has a gradient that
+             is 0 but for rounding), within max(1e-4, 10 x PyTorch float32's own error on that
+             tensor). Float32 BatchNorm over a batch of 2 is itself off by 1e-3 and more, and the
+             two float32 programs sum in different orders (PyTorch accumulates BatchNorm and
+             reductions in double, its convolutions in blocks): the factor 10 covers that; the
+             table shows both errors of the worst tensor;
   steps      3 SGD steps (lr 0.05): losses against PyTorch float32's, relative error within 1e-5
              for models without BatchNorm (with BatchNorm the errors are reported, not judged:
              the float32 noise of a batch-of-2 BatchNorm grows step by step on both sides);
@@ -68,14 +73,17 @@ import models  # noqa: E402
 from ckptc_export import export  # noqa: E402
 
 torch.set_num_threads(1)
+TOL_FACTOR = 10  # ours may be this many times PyTorch float32's own error (see the docstring)
 SMALL = {"convnext", "densenet", "efficientnet_v2", "swin", "vit", "gpt2", "llama", "bert", "shufflenet"}
 LR, STEPS = 0.05, 3
-results, rows = [], {}
+results, rows, failed = [], {}, {}
 EXPORT_LOCK = threading.Lock()  # torch.onnx.export keeps global state: one export at a time
 
 
 def check(name, ok, detail=""):
     results.append(ok)
+    if not ok:  # the model's name leads every check's name
+        failed.setdefault(re.split(r"[ :]", name)[0], []).append(name)
     print(("ok   " if ok else "FAIL ") + name + ("" if ok else ": " + detail), flush=True)
     return ok
 
@@ -96,7 +104,7 @@ def rel(a, b):
 # ---------------------------------------------------------------- PyTorch's side
 
 def make_inputs(spec):
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(int(os.environ.get("CK_ZOO_SEED", spec.seed)))
     out = {}
     for i in spec.inputs:
         if i.dtype == "float32":
@@ -238,7 +246,8 @@ def one(spec):
         return
     e_inf, e_inf32 = rel(np.load(f"{d}/out/logits.npy"), ref64[0]), rel(ref32[0], ref64[0])
     row["infer"] = (e_inf, e_inf32)
-    check(f"{spec.name}: logits vs float64 {e_inf:.1e} (PyTorch float32 {e_inf32:.1e})", e_inf <= max(1e-4, 2 * e_inf32))
+    check(f"{spec.name}: logits vs float64 {e_inf:.1e} (PyTorch float32 {e_inf32:.1e})",
+          e_inf <= max(1e-4, TOL_FACTOR * e_inf32))
     # gradients and SGD steps
     td = os.path.join(d, "sgd")
     _, err = build(onnx_path, td, ["--disable-dropout", "--optimizer=sgd", "--lr", str(LR)])
@@ -249,19 +258,25 @@ def one(spec):
     q = sh([os.path.join(td, "trainer"), "--steps", str(STEPS), "--report", f"{td}/r.json"] + in_flags(files, files))
     if not check(f"{spec.name}: trains", p.returncode == 0 and q.returncode == 0, (p.stderr + q.stderr)[-1500:]):
         return
-    worst, worst_name, bad = 0.0, "", []
+    worst, bad = (0.0, 0.0, 0.0, ""), []
+    floor = 1e-3 * max(float(np.max(np.abs(g))) for g in ref64[2].values())
     for name in trainable:
         path = os.path.join(td, "g", sanitize(name) + ".npy")
         if name not in ref64[2] or not os.path.exists(path):
             bad.append(f"{name}: no gradient ({'ckptc' if name in ref64[2] else 'PyTorch'})")
             continue
-        e, e32 = rel(np.load(path), ref64[2][name]), rel(ref32[2][name], ref64[2][name])
-        if e > max(1e-4, 2 * e32):
+        want = ref64[2][name]
+        scale = max(float(np.max(np.abs(want))), floor)
+        e = float(np.max(np.abs(np.load(path).astype(np.float64) - want))) / scale
+        e32 = float(np.max(np.abs(ref32[2][name].astype(np.float64) - want))) / scale
+        tol = max(1e-4, TOL_FACTOR * e32)
+        if e > tol:
             bad.append(f"{name}: {e:.2e} (float32 {e32:.2e})")
-        if e > worst:
-            worst, worst_name = e, name
-    row["grads"] = (worst, len(trainable))
-    check(f"{spec.name}: {len(trainable)} gradients vs float64 (max {worst:.1e} in {worst_name})", not bad, "; ".join(bad[:5]))
+        if e / tol > worst[0]:
+            worst = (e / tol, e, e32, name)
+    row["grads"] = (worst[1], worst[2], len(trainable))
+    check(f"{spec.name}: {len(trainable)} gradients vs float64 (worst {worst[1]:.1e}, PyTorch float32 {worst[2]:.1e}, "
+          f"in {worst[3]})", not bad, "; ".join(bad[:5]))
     losses = json.load(open(f"{td}/r.json"))["losses"]
     e_loss = max(abs(a - b) / abs(b) for a, b in zip(losses, ref32[3]))
     row["steps"] = e_loss
@@ -282,7 +297,7 @@ def mib(b):
 
 
 def table():
-    out = ["| family | model (cut down) | parameters | logits vs f64 (f32 torch) | worst gradient vs f64 | "
+    out = ["| family | model (cut down) | parameters | logits vs f64 (f32 torch) | worst gradient vs f64 (f32 torch) | "
            f"{STEPS} SGD losses vs torch | planned peak MiB: none / blocks / sqrt / blocks+offload | status |",
            "|---|---|---|---|---|---|---|---|"]
     for s in models.MODELS:
@@ -290,11 +305,13 @@ def table():
         if not r:
             continue
         inf = "%.1e (%.1e)" % r["infer"] if "infer" in r else "-"
-        gr = "%.1e (%d tensors)" % r["grads"] if "grads" in r else "-"
+        gr = "%.1e (%.1e) of %d tensors" % r["grads"] if "grads" in r else "-"
         st = ("%.1e" % r["steps"] + (" (BN)" if s.bn else "")) if "steps" in r else "-"
         pk = " / ".join(mib(r["peaks"][p]) for p in ["none", "blocks", "sqrt", "blocks --offload"]) if "peaks" in r else "-"
-        out.append(f"| {s.family} | {s.notes} | {r.get('params', 0) / 1e6:.2f}M | {inf} | {gr} | {st} | {pk} | "
-                   f"{r.get('status', 'not run')} |")
+        status = r.get("status", "not run")
+        if status == "ok" and s.name in failed:
+            status = "FAILED: " + "; ".join(failed[s.name])
+        out.append(f"| {s.family} | {s.notes} | {r.get('params', 0) / 1e6:.2f}M | {inf} | {gr} | {st} | {pk} | {status} |")
     return "\n".join(out) + "\n"
 
 
