@@ -365,7 +365,8 @@ static ck_status write_node(ck_emit *e, int i, int ph, const int *train_ix) {
      * the host pool, not at its offset in the arena, and its source was checked) */
     if (train && ph == CK_PHASE_FORWARD)
         for (int k = 0; k < n->n_out; k++)
-            if (n->out[k] && n->out[k]->dtype == CK_F32 && !n->out[k]->host)
+            if (n->out[k] && n->out[k]->dtype == CK_F32 && !n->out[k]->host &&
+                (n->op != CK_OP_BATCH_NORM || ck_emit_batch_norm_writes(e, n, k)))
                 fprintf(f, "    CKRT_CHECK_FINITE(c, (const float *)(A + %lld), %lld);\n", (long long)n->out[k]->offset,
                         (long long)ck_value_numel(n->out[k]));
     return CK_OK;

@@ -43,6 +43,8 @@ const char *ck_emit_ctype(ck_dtype t);
 /* Element strides of `v` aligned to an output of out_rank dims, 0 on broadcast axes. */
 void ck_emit_bcast_strides(const ck_value *v, int out_rank, const int64_t *out_dims, int64_t *strides);
 /* Records "node 'X' (Op): <message>" and returns CK_ERR_UNSUPPORTED. */
+/* BatchNormalization's outputs 1, 2 (running statistics) updated in place are not written (emit_norm.c) */
+bool ck_emit_batch_norm_writes(const ck_emit *e, const ck_node *n, int k);
 ck_status ck_emit_unsupported(ck_emit *e, const ck_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Fails unless v's dtype is one of the listed ones (CK_UNDEF-terminated). */
 ck_status ck_emit_want_dtype(ck_emit *e, const ck_node *n, const ck_value *v, const char *what, const ck_dtype *ok);

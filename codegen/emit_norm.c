@@ -125,6 +125,13 @@ ck_status ck_emit_layer_norm(ck_emit *e, const ck_node *n) {
 
 /* ---------------------------------------------------------------- batch norm */
 
+/* Whether BatchNormalization writes its output k: not the running statistics' outputs (1, 2) of a
+ * training program whose running stats are model state, updated in place in their buffers. */
+bool ck_emit_batch_norm_writes(const ck_emit *e, const ck_node *n, int k) {
+    bool state = ck_attr_int(n, "training_mode", 0) != 0 && e->o && !e->o->infer;
+    return !(state && (k == 1 || k == 2) && n->in[k + 2]->role == CK_ROLE_BUFFER);
+}
+
 ck_status ck_emit_batch_norm(ck_emit *e, const ck_node *n) {
     const ck_value *x = n->in[0];
     if (want_f32_inputs(e, n)) return CK_ERR_UNSUPPORTED;
@@ -137,12 +144,9 @@ ck_status ck_emit_batch_norm(ck_emit *e, const ck_node *n) {
      * the model's state (BUFFER values), the update goes straight into them, in place (the kernel
      * reads a channel's old value before writing it), so the next step and --dump-params see it;
      * an output value something reads gets a copy. */
-    bool state = training && e->o && !e->o->infer;
     const ck_value *run[3] = {NULL, NULL, NULL};
-    for (int k = 1; k < 3; k++) {
-        const ck_value *b = n->in[k + 2];
-        run[k] = state && b->role == CK_ROLE_BUFFER ? b : has(n, k, true) ? n->out[k] : NULL;
-    }
+    for (int k = 1; k < 3; k++)
+        run[k] = !ck_emit_batch_norm_writes(e, n, k) ? n->in[k + 2] : has(n, k, true) ? n->out[k] : NULL;
     ck_emit_call(e, "batch_norm");
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, n->out[0], false);

@@ -19,7 +19,8 @@ Dropout modules in eval mode, everything else, BatchNorm included, in training m
              table shows both errors of the worst tensor;
   steps      3 SGD steps (lr 0.05): losses against PyTorch float32's, relative error within 1e-5
              for models without BatchNorm (with BatchNorm the errors are reported, not judged:
-             the float32 noise of a batch-of-2 BatchNorm grows step by step on both sides);
+             over a batch of 2 the steps are chaotic: PyTorch's own float32 and float64 losses part
+             by up to 1e0 by step 3, the table shows that too);
   policies   with dropout ON and AdamW, 2 steps under blocks, sqrt and blocks --offload end with
              the bits of none (losses, every gradient and parameter file), and each run's measured
              peak equals its planned peak;
@@ -279,9 +280,11 @@ def one(spec):
           f"in {worst[3]})", not bad, "; ".join(bad[:5]))
     losses = json.load(open(f"{td}/r.json"))["losses"]
     e_loss = max(abs(a - b) / abs(b) for a, b in zip(losses, ref32[3]))
-    row["steps"] = e_loss
+    e_loss32 = max(abs(a - b) / abs(b) for a, b in zip(ref32[3], ref64[3]))
+    row["steps"] = (e_loss, e_loss32)
     if spec.bn:
-        print(f"  {spec.name}: {STEPS} SGD losses vs PyTorch float32: max relative error {e_loss:.1e} (BatchNorm: reported only)")
+        print(f"  {spec.name}: {STEPS} SGD losses vs PyTorch float32: max relative error {e_loss:.1e} (PyTorch float32 vs "
+              f"float64: {e_loss32:.1e}; BatchNorm: reported only)")
     else:
         check(f"{spec.name}: {STEPS} SGD losses within 1e-5 of PyTorch's (max {e_loss:.1e})", e_loss <= 1e-5,
               f"{losses} vs {ref32[3]}")
@@ -298,7 +301,7 @@ def mib(b):
 
 def table():
     out = ["| family | model (cut down) | parameters | logits vs f64 (f32 torch) | worst gradient vs f64 (f32 torch) | "
-           f"{STEPS} SGD losses vs torch | planned peak MiB: none / blocks / sqrt / blocks+offload | status |",
+           f"{STEPS} SGD losses vs torch f32 | planned peak MiB: none / blocks / sqrt / blocks+offload | status |",
            "|---|---|---|---|---|---|---|---|"]
     for s in models.MODELS:
         r = rows.get(s.name)
@@ -306,7 +309,7 @@ def table():
             continue
         inf = "%.1e (%.1e)" % r["infer"] if "infer" in r else "-"
         gr = "%.1e (%.1e) of %d tensors" % r["grads"] if "grads" in r else "-"
-        st = ("%.1e" % r["steps"] + (" (BN)" if s.bn else "")) if "steps" in r else "-"
+        st = ("%.1e (f32 vs f64 %.1e)" % r["steps"] + (" BN: not judged" if s.bn else "")) if "steps" in r else "-"
         pk = " / ".join(mib(r["peaks"][p]) for p in ["none", "blocks", "sqrt", "blocks --offload"]) if "peaks" in r else "-"
         status = r.get("status", "not run")
         if status == "ok" and s.name in failed:
