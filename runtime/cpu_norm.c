@@ -45,6 +45,16 @@ int ckrt_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n
     return CKRT_OK;
 }
 
+int ckrt_random(ckrt_ctx *c, int kind, ckrt_dtype dt, void *y, const void *p, ckrt_dtype pdt, int64_t n, double a, double b,
+                uint64_t salt, int expect, uint64_t key) {
+    if (kind < CKRT_RAND_UNIFORM || kind > CKRT_RAND_BERNOULLI || (kind == CKRT_RAND_BERNOULLI && !p))
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "random op kind %d", kind);
+    for (int64_t blk = 0; blk < (n + 3) / 4; blk++)
+        ck_k_random_block(blk, kind, (int)dt, y, p, (int)pdt, n, a, b, expect || c->eval, c->seed ^ salt, ckrt_rng_step(c),
+                          key, c->rng_rank * (uint64_t)n);
+    return CKRT_OK;
+}
+
 /* Float reductions, walked with cpu_iter.h instead of a ck_k_offset per element. Every output
  * still sums its elements in double in row-major order of the reduced dims, as ck_k_reduce_f32
  * does, so the bits are the same. When the kept elements are contiguous and the reduced ones are
