@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """random_ops_test.py — the random ops on the counter RNG (issue 16) and stochastic depth.
 
-    random_ops_test.py CKPTC WORKDIR
+    random_ops_test.py CKPTC WORKDIR [--emu LIBCKRT_EMU RUNTIME_DIR TESTS_DIR CXX]
 
 No reference can match a random draw value for value, so this checks what a draw must satisfy:
 1. Statistics (one model, --infer, 65536 elements per op): RandomUniformLike(low -2, high 3) lies
@@ -26,6 +26,10 @@ No reference can match a random draw value for value, so this checks what a draw
 4. The dropped fraction: StochasticDepth(0.3, "row") exported by the helper on a (4096, 8) input:
    rows are either all 0 or all x / 0.7, and the dropped fraction is within 5 standard errors of
    0.3, for 4 seeds.
+5. With --emu (ctest passes it when g++ is there): the CUDA path (runtime/cuda_ops.c's
+   cu_random and the emitted kernels.cu, in tests/cuda_emu.c's emulation, as cuda_emu_test.py
+   runs it) draws the same bits as the CPU backend for every op of part 1, and the ConvNeXt of
+   part 3 trains to the CPU's losses (1e-5 relative) with --checkpoint=blocks.
 Ends with `N passed, N failed`.
 """
 import json
@@ -43,6 +47,7 @@ import torch  # noqa: E402
 import ckptc_export  # noqa: E402
 
 CKPTC, WORK = sys.argv[1:3]
+EMU = sys.argv[4:8] if len(sys.argv) >= 8 and sys.argv[3] == "--emu" and sys.argv[7] != "-" else None
 os.makedirs(WORK, exist_ok=True)
 passed = failed = 0
 N = 65536
@@ -302,8 +307,57 @@ def part_fraction():
     check("the 4 seeds draw 4 different masks", len(set(seen)) == 4)
 
 
+# ---------------------------------------------------------------- 5: the CUDA path, emulated
+
+def emu_build(d, prog):
+    lib, rt, tests, cxx = EMU
+    p = run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-DCK_EMULATE", "-I", tests, "-x", "c++", f"{d}/kernels.cu", "-o",
+             f"{d}/kernels_emu.so"])
+    if p.returncode == 0:
+        p = run(["cc", "-std=c11", "-O1", "-I", rt, f"{d}/{prog}.c", "-o", f"{d}/{prog}_emu", lib, "-lopenblas", "-lm", "-ldl"])
+    return None if p.returncode == 0 else p.stderr[-2000:]
+
+
+def part_emu():
+    d = f"{WORK}/stats"
+    err = emu_build(d, "model")
+    check("the random-op model builds against the CUDA emulation", err is None, str(err))
+    if err:
+        return
+    outs = {}
+    for dev, exe in (("cpu", "model"), ("cuda", "model_emu")):
+        p = run([f"{d}/{exe}", "--device", dev, "--input", f"x={WORK}/x.npy", "--input", f"p={WORK}/p.npy", "--dump-outputs",
+                 f"{d}/emu-{dev}"])
+        if p.returncode or not p.stdout.startswith(f"device: {dev}"):
+            check(f"--device {dev} runs", False, (p.stdout + p.stderr)[-2000:])
+            return
+        outs[dev] = {k: np.load(f"{d}/emu-{dev}/{k}.npy") for k in ("u", "u2", "us", "z", "zs", "b", "b64", "ud")}
+    same = [k for k in outs["cpu"] if np.array_equal(outs["cpu"][k], outs["cuda"][k])]
+    check(f"emulated CUDA draws the CPU's bits ({len(same)} of {len(outs['cpu'])} outputs)", len(same) == len(outs["cpu"]),
+          str(sorted(set(outs["cpu"]) - set(same))))
+    d = f"{WORK}/cn-blocks"
+    err = emu_build(d, "trainer")
+    check("the ConvNeXt (blocks) builds against the CUDA emulation", err is None, str(err))
+    if err:
+        return
+    losses = {}
+    for dev, exe in (("cpu", "trainer"), ("cuda", "trainer_emu")):
+        p = run([f"{d}/{exe}", "--device", dev, "--input", f"x={WORK}/cx.npy", "--input", f"labels={WORK}/cl.npy", "--steps", "3",
+                 "--report", f"{d}/emu-{dev}.json"])
+        if p.returncode:
+            check(f"ConvNeXt --device {dev} trains", False, (p.stdout + p.stderr)[-2000:])
+            return
+        losses[dev] = json.load(open(f"{d}/emu-{dev}.json"))["losses"]
+    err = max(abs(a - b) / abs(b) for a, b in zip(losses["cuda"], losses["cpu"]))
+    check(f"ConvNeXt, blocks: emulated CUDA losses = CPU losses (max rel {err:.1e} <= 1e-5)", err <= 1e-5, str(losses))
+
+
 part_stats()
 part_convnext()
 part_fraction()
+if EMU:
+    part_emu()
+else:
+    print("(no --emu: the emulated CUDA path is not run)")
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
