@@ -1,7 +1,8 @@
 /* cpu_norm.c — the CPU backend's kernels over an axis: softmax / log-softmax, layer norm, batch
- * norm, dropout, reductions and global average pooling. Each is a loop over the row-, channel-,
- * block- or element-wise bodies in ckrt_kernels.h; every output is computed by one sequential
- * loop in a fixed order, so the bits never depend on how the loop would be split over threads.
+ * norm, dropout, the random ops (ckrt_random: Dropout's RNG), reductions and global average
+ * pooling. Each is a loop over the row-, channel-, block- or element-wise bodies in
+ * ckrt_kernels.h; every output is computed by one sequential loop in a fixed order, so the bits
+ * never depend on how the loop would be split over threads.
  * The normalization backward kernels (LayerNormalization, training-mode BatchNormalization) and
  * BatchNormalization's recompute follow at the end, loops over the bodies of ckrt_kernels_train.h.
  */
