@@ -447,8 +447,8 @@ def write_report(path, results, data_dir, ckptc, jobs, seconds):
     L.append("### Random ops (%d)\n" % len(rnd))
     L.append("Tests of Bernoulli and the Random* ops: ckptc draws from its own counter-based generator, so the values "
              "cannot equal NumPy's; checked are the dtype, the shape and, where NumPy's draw is all 0/1, that ckptc's "
-             "is too (%s). Their statistics are checked by `tests/random_ops_test.py`: %s\n" %
-             (RANDOM_NOTE, ", ".join("`%s` %s" % (r["name"], r["status"]) for r in results if r.get("random")) or "none"))
+             "is too. Their statistics are checked by `tests/random_ops_test.py`: %s\n" %
+             (", ".join("`%s` %s" % (r["name"], r["status"]) for r in results if r.get("random")) or "none"))
     nok = sorted(r["name"] for r in results if r["status"] == "PASS" and r.get("kernels") == 0)
     L.append("### Passes that ran no kernel (%d)\n" % len(nok))
     L.append("The generated step has no kernel call: ckptc computed the outputs at compile time (constant "
