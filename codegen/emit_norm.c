@@ -1,6 +1,7 @@
 /* emit_norm.c — emitters for the families that work over an axis or a set of axes: softmax
- * (Softmax, LogSoftmax), layer_norm, batch_norm, dropout, reduce (ReduceMean, ReduceSum) and
- * global_pool (GlobalAveragePool).
+ * (Softmax, LogSoftmax), layer_norm, batch_norm, dropout, random (RandomUniform[Like],
+ * RandomNormal[Like], Bernoulli: Dropout's RNG), reduce (ReduceMean, ReduceSum) and global_pool
+ * (GlobalAveragePool).
  *
  * All shape logic happens here: an axis becomes an (outer, len, inner) split, a set of reduced
  * axes becomes kept/reduced dims with their element strides, so the kernels (runtime/ckrt_ops.h,
@@ -207,6 +208,44 @@ ck_status ck_emit_dropout(ck_emit *e, const ck_node *n) {
     ck_emit_ptr(e, x, true);
     /* the RNG key: the node's id, or the forward's for a recompute clone (attribute "key") */
     ck_emit_printf(e, ", %lld, %a, %lld));\n", (long long)ck_value_numel(x), (double)(float)ratio,
+                   (long long)ck_attr_int(n, "key", n->id));
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------- random ops */
+
+/* The Philox-key salt of a node's `seed` attribute (0 without one): the splitmix64 finalizer of
+ * the float's bits, so a seed changes every draw of the node and equal seeds give equal salts. */
+static uint64_t seed_salt(const ck_node *n) {
+    const ck_attr *a = ck_attr_find(n, "seed");
+    if (!a || a->kind != CK_ATTR_FLOAT) return 0;
+    uint32_t bits;
+    memcpy(&bits, &a->f, sizeof bits);
+    uint64_t z = (uint64_t)bits + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* RandomUniform[Like], RandomNormal[Like], Bernoulli: ckrt_random, keyed by the node's id (or the
+ * forward's, for a recompute clone: attribute "key"); with --disable-dropout the expectation. */
+ck_status ck_emit_random(ck_emit *e, const ck_node *n) {
+    static const ck_dtype floats[] = {CK_F32, CK_F64, CK_UNDEF};
+    static const ck_dtype bern_out[] = {CK_F32, CK_F64, CK_BOOL, CK_I64, CK_I32, CK_UNDEF};
+    const ck_value *y = n->out[0];
+    bool bern = n->op == CK_OP_BERNOULLI, normal = n->op == CK_OP_RANDOM_NORMAL || n->op == CK_OP_RANDOM_NORMAL_LIKE;
+    if (ck_emit_want_dtype(e, n, y, "output", bern ? bern_out : floats)) return CK_ERR_UNSUPPORTED;
+    if (bern && ck_emit_want_dtype(e, n, n->in[0], "input", floats)) return CK_ERR_UNSUPPORTED;
+    double a = normal ? ck_attr_float(n, "mean", 0.0f) : ck_attr_float(n, "low", 0.0f);
+    double b = normal ? ck_attr_float(n, "scale", 1.0f) : ck_attr_float(n, "high", 1.0f);
+    ck_emit_call(e, "random");
+    ck_emit_printf(e, ", %s, %s, ", bern ? "CKRT_RAND_BERNOULLI" : normal ? "CKRT_RAND_NORMAL" : "CKRT_RAND_UNIFORM",
+                   ck_emit_dtype(y->dtype));
+    ck_emit_ptr(e, y, false);
+    ck_emit_printf(e, ", ");
+    ptr_or_null(e, bern ? n->in[0] : NULL, true);
+    ck_emit_printf(e, ", %s, %lld, %a, %a, 0x%llxull, %d, %lld));\n", ck_emit_dtype(bern ? n->in[0]->dtype : CK_UNDEF),
+                   (long long)ck_value_numel(y), a, b, (unsigned long long)seed_salt(n), e->o && e->o->disable_dropout,
                    (long long)ck_attr_int(n, "key", n->id));
     return CK_OK;
 }

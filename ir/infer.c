@@ -1058,6 +1058,51 @@ ck_status ck_infer_range(ck_node *n, ck_diag *d) {
     return CK_OK;
 }
 
+/* ---------------------------------------------------------------- random ops */
+
+/* RandomUniform, RandomNormal: the `shape` attribute, dtype (attribute `dtype`) float by default.
+ * RandomUniformLike, RandomNormalLike: the input's shape; dtype the attribute's, else the input's,
+ * which must then be a float. Bernoulli: the input's shape; the input (the probabilities) a
+ * float; dtype the attribute's (any numeric type or bool), else the input's. Uniform and normal
+ * outputs must be floats (the spec's T/T2). */
+ck_status ck_infer_random(ck_node *n, ck_diag *d) {
+    char b[300];
+    bool bern = n->op == CK_OP_BERNOULLI;
+    const ck_attr *dta = ck_attr_find(n, "dtype");
+    ck_dtype dt = CK_UNDEF;
+    if (dta) {
+        if (dta->kind != CK_ATTR_INT) return node_err(d, n, CK_ERR_MODEL, "attribute 'dtype' must be an int");
+        dt = ck_dtype_from_onnx((int32_t)dta->i);
+        if (dt == CK_UNDEF)
+            return node_err(d, n, CK_ERR_UNSUPPORTED, "dtype %s is not supported", ck_onnx_dtype_name((int32_t)dta->i));
+    }
+    if (n->n_in == 0) {
+        const ck_attr *sh = ck_attr_find(n, "shape");
+        if (!sh || sh->kind != CK_ATTR_INTS) return node_err(d, n, CK_ERR_MODEL, "missing attribute 'shape' (ints)");
+        if (sh->n > CK_MAX_RANK) return node_err(d, n, CK_ERR_SHAPE, "shape has rank %d; at most %d", sh->n, CK_MAX_RANK);
+        for (int i = 0; i < sh->n; i++)
+            if (sh->ints[i] < 0)
+                return node_err(d, n, CK_ERR_SHAPE, "shape has a negative dimension %lld", (long long)sh->ints[i]);
+        if (dt != CK_UNDEF && !ck_dtype_is_float(dt))
+            return node_err(d, n, CK_ERR_MODEL, "dtype %s is not a float type", ck_dtype_name(dt));
+        set_out(n, 0, dt == CK_UNDEF ? CK_F32 : dt, sh->n, sh->ints);
+        return CK_OK;
+    }
+    const ck_value *x = n->in[0];
+    if (bern && !ck_dtype_is_float(x->dtype))
+        return node_err(d, n, CK_ERR_MODEL, "%s must be a float tensor (the probabilities)", in_desc(n, 0, b, sizeof b));
+    if (dt == CK_UNDEF) {
+        if (!ck_dtype_is_float(x->dtype))
+            return node_err(d, n, CK_ERR_MODEL, "%s is not a float tensor and attribute 'dtype' is absent",
+                            in_desc(n, 0, b, sizeof b));
+        dt = x->dtype;
+    }
+    if (!bern && !ck_dtype_is_float(dt))
+        return node_err(d, n, CK_ERR_MODEL, "dtype %s is not a float type", ck_dtype_name(dt));
+    set_out(n, 0, dt, x->rank, x->dims);
+    return CK_OK;
+}
+
 /* ---------------------------------------------------------------- entry point */
 
 ck_status ck_infer_node(ck_node *n, ck_diag *d) {

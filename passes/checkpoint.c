@@ -19,9 +19,9 @@
  * segment's first backward node, clones of the forward nodes producing them run again from the
  * segment's saved inputs; the backward reads the clones. Forward values then die at their last
  * forward use, which is where the memory goes. Clones keep everything that makes them compute the
- * same bits: attributes, Dropout's RNG key (the forward node's id), and BatchNormalization is
- * never run twice: its clone is ckptc.BatchNormApply, normalizing with the batch statistics the
- * forward saved, without touching the running statistics. The last segment is not recomputed:
+ * same bits: attributes, the RNG key of Dropout and the random ops (the forward node's id), and
+ * BatchNormalization is never run twice: its clone is ckptc.BatchNormApply, normalizing with the
+ * batch statistics the forward saved, without touching the running statistics. The last segment is not recomputed:
  * its backward starts right after the forward, so its activations are still live (recomputing
  * them would cost time and save nothing).
  */
@@ -322,8 +322,8 @@ static ck_node *clone_node(ck_graph *g, const ck_node *n, ck_value **in) {
         for (int k = 0; k < n->n_out; k++)
             if (!n->out[k]) c->out[k] = NULL;
     }
-    if (n->op == CK_OP_DROPOUT && !ck_attr_find(n, "key"))
-        ck_node_add_attr(g, c, (ck_attr){.name = "key", .kind = CK_ATTR_INT, .i = n->id}); /* the forward's mask */
+    if ((ck_ops[n->op].flags & CK_OPF_RANDOM) && !ck_attr_find(n, "key")) /* Dropout, random ops: the forward's draw */
+        ck_node_add_attr(g, c, (ck_attr){.name = "key", .kind = CK_ATTR_INT, .i = n->id});
     c->phase = CK_PHASE_BACKWARD;
     c->recompute_of = n->id + 1;
     ck_diag dd = {0};

@@ -18,6 +18,19 @@ constant. It uses your own torch and onnx packages; nothing else.
                        dynamic_axes={"x": {0: "batch"}})
     # then: ckptc model.onnx --dim batch=8 -o build/m
 
+Stochastic depth: torchvision's StochasticDepth (convnext, efficientnet, efficientnet_v2, swin,
+maxvit) draws its mask with ``torch.empty(size).bernoulli_(p)``, which torch 1.13's exporter
+refuses ("ONNX export of operator Bernoulli, out parameter is not supported"). During the export
+only, ``export`` replaces ``torchvision.ops.stochastic_depth.stochastic_depth`` (the function the
+module calls) with one computing the same thing as ``Bernoulli(full(size, 1 - p)) / (1 - p)``,
+where the Bernoulli is an autograd Function whose ONNX symbolic is the ONNX ``Bernoulli`` op
+(opset 15+), and puts the original back afterwards (also on errors). ``torch.bernoulli`` itself
+would export as ``RandomUniformLike`` + ``Less``, whose eval-mode value (ckptc's random ops return
+their expectation in eval: uniform -> (low + high) / 2) would not make the block the identity;
+``Bernoulli`` returns p in eval, so noise = p / p = 1 and the block is the identity, as in
+PyTorch's ``model.eval()``. Models without torchvision, or without stochastic depth, export as
+they would without the patch.
+
 Names: the exporter (TorchScript-based torch.onnx.export with do_constant_folding=False) names
 each parameter's initializer after the parameter, so the map is normally the identity. A
 requires_grad parameter with no initializer of its name is handled so:
@@ -118,11 +131,71 @@ def _register_missing_symbolics():
     torch.onnx.register_custom_op_symbolic("aten::zero", lambda g, self: symbolic_opset9.zeros_like(g, self), 9)
     _register_missing_symbolics.done = True
 
+def _bernoulli_fn():
+    """An autograd Function: torch.bernoulli forward, exported as the ONNX Bernoulli op."""
+    import torch
+
+    class Bernoulli(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, p):
+            return torch.bernoulli(p)
+
+        @staticmethod
+        def symbolic(g, p):
+            return g.op("Bernoulli", p)
+
+    return Bernoulli
+
+
+def _exportable_stochastic_depth(bernoulli):
+    """torchvision.ops.stochastic_depth, with the mask drawn by an exportable Bernoulli."""
+    import torch
+
+    def stochastic_depth(input, p, mode, training=True):
+        if p < 0.0 or p > 1.0:
+            raise ValueError(f"drop probability has to be between 0 and 1, but got {p}")
+        if mode not in ["batch", "row"]:
+            raise ValueError(f"mode has to be either 'batch' or 'row', but got {mode}")
+        if not training or p == 0.0:
+            return input
+        survival_rate = 1.0 - p
+        size = [input.shape[0]] + [1] * (input.ndim - 1) if mode == "row" else [1] * input.ndim
+        noise = bernoulli.apply(torch.full(size, survival_rate, dtype=input.dtype, device=input.device))
+        if survival_rate > 0.0:
+            noise = noise / survival_rate
+        return input * noise
+
+    return stochastic_depth
+
+
+class _patched_stochastic_depth:
+    """Within the block, torchvision's StochasticDepth draws through an exportable Bernoulli (see
+    the module doc); nothing happens without torchvision."""
+
+    def __enter__(self):
+        import sys
+        try:
+            import torchvision.ops.stochastic_depth  # noqa: F401
+        except ImportError:
+            self.mod = None
+            return self
+        # torchvision.ops re-exports the function under the submodule's name: take the module itself
+        self.mod = sys.modules["torchvision.ops.stochastic_depth"]
+        self.saved = self.mod.stochastic_depth
+        self.mod.stochastic_depth = _exportable_stochastic_depth(_bernoulli_fn())
+        return self
+
+    def __exit__(self, *exc):
+        if self.mod is not None:
+            self.mod.stochastic_depth = self.saved
+        return False
+
 
 def export(model, args, path, input_names=None, output_names=None, dynamic_axes=None, opset=17):
     """Exports model (called on args) to path in training mode and declares its trainable
     initializers; returns their names. The model is left as it was (mode and buffers), and the
-    file's buffers are the model's before the export (not after the tracing forward)."""
+    file's buffers are the model's before the export (not after the tracing forward).
+    torchvision's stochastic depth exports as ONNX Bernoulli (see the module doc)."""
     import torch
     onnx, numpy_helper = _onnx()
     was_training = model.training
@@ -131,9 +204,10 @@ def export(model, args, path, input_names=None, output_names=None, dynamic_axes=
     saved = {n: b.detach().clone() for n, b in model.named_buffers()}
     _register_missing_symbolics()
     try:
-        torch.onnx.export(model, args, path, input_names=input_names, output_names=output_names,
-                          dynamic_axes=dynamic_axes, opset_version=opset, do_constant_folding=False,
-                          training=torch.onnx.TrainingMode.TRAINING)
+        with _patched_stochastic_depth():
+            torch.onnx.export(model, args, path, input_names=input_names, output_names=output_names,
+                              dynamic_axes=dynamic_axes, opset_version=opset, do_constant_folding=False,
+                              training=torch.onnx.TrainingMode.TRAINING)
     finally:
         with torch.no_grad():
             for n, b in model.named_buffers():

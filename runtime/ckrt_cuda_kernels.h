@@ -44,6 +44,8 @@
     P(const float *, bias) P(const float *, mean) P(const float *, var) V(int64_t, C) V(int64_t, S) V(float, eps)
 #define CK_G_PARAMS_dropout(V, P) P(float *, y) P(uint8_t *, mask) P(const float *, x) V(int64_t, cnt) \
     V(float, ratio) V(float, scale) V(uint64_t, seed) V(uint64_t, step) V(uint64_t, key) V(uint64_t, first)
+#define CK_G_PARAMS_random(V, P) V(int, kind) V(int, to) P(void *, y) P(const void *, p) V(int, pdt) V(int64_t, cnt) \
+    V(double, a) V(double, b) V(int, expect) V(uint64_t, seed) V(uint64_t, step) V(uint64_t, key) V(uint64_t, first)
 #define CK_G_PARAMS_reduce_f32(V, P) V(int, mean) P(float *, y) P(const float *, x) V(int, nk) V(ck_dims, kd) \
     V(ck_dims, ks) V(int, nr) V(ck_dims, rd) V(ck_dims, rs)
 #define CK_G_PARAMS_reduce_int(V, P) V(int, is64) P(void *, y) P(const void *, x) V(int, nk) V(ck_dims, kd) \
@@ -144,6 +146,7 @@
     K(batch_norm, batch_norm_infer, y[i] = ck_k_batch_norm_infer(i, x, scale, bias, mean, var, C, S, eps);) \
     K(dropout, dropout, ck_k_dropout_block(i, y, mask, x, cnt, ratio, scale, seed, step, key, first);) \
     REUSE(dropout_grad, dropout) \
+    K(random, random, ck_k_random_block(i, kind, to, y, p, pdt, cnt, a, b, expect, seed, step, key, first);) \
     K(reduce, reduce_f32, y[i] = ck_k_reduce_f32(i, mean, x, nk, kd.v, ks.v, nr, rd.v, rs.v);) \
     K(reduce, reduce_int, int64_t s = ck_k_reduce_sum_int(i, is64, x, nk, kd.v, ks.v, nr, rd.v, rs.v); \
       if (is64) ((int64_t *)y)[i] = s; else ((int32_t *)y)[i] = (int32_t)(uint32_t)(uint64_t)s;) \

@@ -21,7 +21,7 @@
     X(fill) X(range) X(cross_entropy) X(cross_entropy_grad) X(unary_grad) X(softmax_grad) X(layer_norm_grad)        \
     X(batch_norm_grad) X(batch_norm_apply) X(dropout_grad) X(sgd) X(adamw) X(conv_grad_input) X(conv_grad_weight)   \
     X(pool_grad) X(gather_grad) X(slice_grad) X(check_finite) X(rank_mean) X(copy_f32) X(pad) X(pad_grad) \
-    X(scatter_nd) X(gather_nd)
+    X(scatter_nd) X(gather_nd) X(random)
 
 typedef struct ckrt_device_ops {
 #define CKRT_DEVICE_MEMBER_(name) __typeof__(ckrt_##name) *name;
@@ -75,6 +75,7 @@ typedef struct ckrt_device_ops {
 #define ckrt_pad_grad(c, ...) CKRT_DISPATCH_(pad_grad, c, __VA_ARGS__)
 #define ckrt_scatter_nd(c, ...) CKRT_DISPATCH_(scatter_nd, c, __VA_ARGS__)
 #define ckrt_gather_nd(c, ...) CKRT_DISPATCH_(gather_nd, c, __VA_ARGS__)
+#define ckrt_random(c, ...) CKRT_DISPATCH_(random, c, __VA_ARGS__)
 #endif
 
 /* Opens the CUDA backend on device `ordinal` (runtime/cuda_driver.c; cuda_none.c when libckrt

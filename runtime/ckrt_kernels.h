@@ -1,7 +1,7 @@
 /* ckrt_kernels.h — kernel bodies written once, in C that compiles both as plain C (the CPU
  * backend loops over them) and as CUDA under NVRTC (thin __global__ wrappers map one thread to
  * one index). Each body computes ONE output element (or one row for the row-wise kernels, one
- * channel for batch-norm statistics, one block of 4 elements for dropout) from its index, reads
+ * channel for batch-norm statistics, one block of 4 elements for dropout and the random ops) from its index, reads
  * only its arguments, and holds no state: the result cannot depend on how indices are spread
  * over threads, which is what makes every backend and thread count bit-identical.
  *
@@ -387,6 +387,58 @@ CK_DEV void ck_k_dropout_block(int64_t b, float *y, uint8_t *mask, const float *
         int keep = ratio > 0.0f ? ck_k_uniform(w[g % 4]) >= ratio : 1;
         y[i] = keep ? (ratio > 0.0f ? x[i] * scale : x[i]) : 0.0f;
         if (mask) mask[i] = (uint8_t)keep;
+    }
+}
+
+/* ---------------------------------------------------------------- random ops (ckrt_random) */
+
+/* RandomUniform[Like], RandomNormal[Like] and Bernoulli on the counter RNG of Dropout (kinds
+ * CKRT_RAND_*, ckrt_kernels_ops.h). */
+/* Stores the double v as element i of y, of dtype `to` (CK_K_F32, F64, BOOL: v != 0, I64, I32). */
+CK_DEV void ck_k_store_real(int to, void *y, int64_t i, double v) {
+    switch (to) {
+    case CK_K_F32: ((float *)y)[i] = (float)v; break;
+    case CK_K_F64: ((double *)y)[i] = v; break;
+    case CK_K_BOOL: ((uint8_t *)y)[i] = v != 0.0; break;
+    case CK_K_I64: ((int64_t *)y)[i] = (int64_t)v; break;
+    case CK_K_I32: ((int32_t *)y)[i] = (int32_t)v; break;
+    default: break;
+    }
+}
+
+/* Elements 4b .. 4b+3 (those < n) of a random op's output y: (n), of dtype `to`; p: (n) the
+ * Bernoulli probabilities (dtype pdt, CK_K_F32 or F64), else unused. Element i has the counter
+ * g = first + i (first as in ck_k_dropout_block) and, in double, rounded once to `to`:
+ *   uniform:   a + (b - a) u, u = word g % 4 of block g / 4 as ck_k_uniform (24 bits, [0, 1));
+ *              a = low, b = high
+ *   bernoulli: 1 if u < p[i] else 0, u as for uniform (so p 0 never, p 1 always)
+ *   normal:    a + b z, Box-Muller from words 2 (g % 2) and 2 (g % 2) + 1 of block g / 2:
+ *              z = sqrt(-2 ln u1) cos(2 pi u2), u1 = (w + 1) 2^-32 in (0, 1], u2 = w' 2^-32;
+ *              a = mean, b = scale
+ * expect (eval, --disable-dropout): no draw; y = the expectation: (a + b) / 2, a, p[i]. */
+CK_DEV void ck_k_random_block(int64_t b, int kind, int to, void *y, const void *p, int pdt, int64_t n, double a,
+                              double bb, int expect, uint64_t seed, uint64_t step, uint64_t key, uint64_t first) {
+    uint32_t w[4] = {0, 0, 0, 0};
+    uint64_t have = ~(uint64_t)0; /* the block in w */
+    for (int k = 0; k < 4; k++) {
+        int64_t i = b * 4 + k;
+        if (i >= n) break;
+        uint64_t g = first + (uint64_t)i;
+        double pv = 0.0, v;
+        if (kind == CKRT_RAND_BERNOULLI) pv = pdt == CK_K_F64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
+        if (expect) {
+            v = kind == CKRT_RAND_UNIFORM ? 0.5 * (a + bb) : kind == CKRT_RAND_NORMAL ? a : pv;
+        } else if (kind == CKRT_RAND_NORMAL) {
+            if (g / 2 != have) ck_k_rng_block(w, seed, step, key, have = g / 2);
+            int j = (int)(g % 2) * 2;
+            double u1 = ((double)w[j] + 1.0) * 2.3283064365386962890625e-10, u2 = (double)w[j + 1] * 2.3283064365386962890625e-10;
+            v = a + bb * (sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+        } else {
+            if (g / 4 != have) ck_k_rng_block(w, seed, step, key, have = g / 4);
+            double u = (double)ck_k_uniform(w[g % 4]);
+            v = kind == CKRT_RAND_UNIFORM ? a + (bb - a) * u : (u < pv ? 1.0 : 0.0);
+        }
+        ck_k_store_real(to, y, i, v);
     }
 }
 

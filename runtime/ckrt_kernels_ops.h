@@ -82,5 +82,7 @@ enum { CKRT_POOL_MAX, CKRT_POOL_AVG };
 enum { CKRT_PAD_CONSTANT, CKRT_PAD_REFLECT, CKRT_PAD_EDGE };
 /* ScatterND's reductions */
 enum { CKRT_SCATTER_NONE, CKRT_SCATTER_ADD, CKRT_SCATTER_MUL };
+/* ckrt_random's kinds: RandomUniform[Like], RandomNormal[Like], Bernoulli */
+enum { CKRT_RAND_UNIFORM, CKRT_RAND_NORMAL, CKRT_RAND_BERNOULLI };
 
 #endif

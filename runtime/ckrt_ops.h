@@ -73,6 +73,16 @@ int ckrt_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var, floa
  * the same mask, no state). ratio 0 (inference): y = x, mask all true. mask (bool) may be NULL. */
 int ckrt_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, uint64_t key);
 
+/* y: (n) of dtype dt. The random ops on Dropout's counter RNG (ck_k_random_block in
+ * ckrt_kernels.h): kind CKRT_RAND_UNIFORM (a = low, b = high), CKRT_RAND_NORMAL (a = mean,
+ * b = scale) or CKRT_RAND_BERNOULLI (p: (n) probabilities of dtype pdt, F32 or F64; a, b unused).
+ * The Philox key is c->seed ^ salt (salt: from the node's `seed` attribute, 0 without one); the
+ * counter is keyed by lo32(c->step) and lo32(key) (the node's id) like Dropout's, data-parallel
+ * ranks starting at rank x n. expect, or c->eval: no draw, y = the expectation ((a + b) / 2, a,
+ * p). dt: F32, F64 (BERNOULLI also BOOL, I64, I32). */
+int ckrt_random(ckrt_ctx *c, int kind, ckrt_dtype dt, void *y, const void *p, ckrt_dtype pdt, int64_t n, double a, double b,
+                uint64_t salt, int expect, uint64_t key);
+
 /* x viewed as kept axes (nk of them: kdims, kstrides) and reduced axes (nr: rdims, rstrides),
  * strides in elements of x; y: (kdims...) row-major. Each output sums its prod(rdims) inputs in
  * row-major order of rdims (f32 in double; ints in int64, wrapping); MEAN divides by the count.

@@ -1,7 +1,8 @@
 /* cpu_norm.c — the CPU backend's kernels over an axis: softmax / log-softmax, layer norm, batch
- * norm, dropout, reductions and global average pooling. Each is a loop over the row-, channel-,
- * block- or element-wise bodies in ckrt_kernels.h; every output is computed by one sequential
- * loop in a fixed order, so the bits never depend on how the loop would be split over threads.
+ * norm, dropout, the random ops (ckrt_random: Dropout's RNG), reductions and global average
+ * pooling. Each is a loop over the row-, channel-, block- or element-wise bodies in
+ * ckrt_kernels.h; every output is computed by one sequential loop in a fixed order, so the bits
+ * never depend on how the loop would be split over threads.
  * The normalization backward kernels (LayerNormalization, training-mode BatchNormalization) and
  * BatchNormalization's recompute follow at the end, loops over the bodies of ckrt_kernels_train.h.
  */
@@ -42,6 +43,16 @@ int ckrt_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n
     float scale = 1.0f / (1.0f - ratio);
     for (int64_t b = 0; b < (n + 3) / 4; b++)
         ck_k_dropout_block(b, y, mask, x, n, ratio, scale, c->seed, ckrt_rng_step(c), key, c->rng_rank * (uint64_t)n);
+    return CKRT_OK;
+}
+
+int ckrt_random(ckrt_ctx *c, int kind, ckrt_dtype dt, void *y, const void *p, ckrt_dtype pdt, int64_t n, double a, double b,
+                uint64_t salt, int expect, uint64_t key) {
+    if (kind < CKRT_RAND_UNIFORM || kind > CKRT_RAND_BERNOULLI || (kind == CKRT_RAND_BERNOULLI && !p))
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "random op kind %d", kind);
+    for (int64_t blk = 0; blk < (n + 3) / 4; blk++)
+        ck_k_random_block(blk, kind, (int)dt, y, p, (int)pdt, n, a, b, expect || c->eval, c->seed ^ salt, ckrt_rng_step(c),
+                          key, c->rng_rank * (uint64_t)n);
     return CKRT_OK;
 }
 

@@ -160,6 +160,16 @@ static int cu_dropout_grad(ckrt_ctx *c, float *dx, const float *dy, int64_t n, f
     return dropout_launch(c, dx, NULL, dy, n, ratio, ratio > 0.0f ? 1.0f / (1.0f - ratio) : 1.0f, key);
 }
 
+static int cu_random(ckrt_ctx *c, int kind, ckrt_dtype dt, void *y, const void *p, ckrt_dtype pdt, int64_t n, double a,
+                     double b, uint64_t salt, int expect, uint64_t key) {
+    if (kind < CKRT_RAND_UNIFORM || kind > CKRT_RAND_BERNOULLI || (kind == CKRT_RAND_BERNOULLI && !p))
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "random op kind %d", kind);
+    ckrt_dptr Y = P(y), PP = P(p);
+    int to = (int)dt, pd = (int)pdt, ex = expect || c->eval;
+    uint64_t seed = c->seed ^ salt, step = ckrt_rng_step(c), first = c->rng_rank * (uint64_t)n;
+    return g_random(c, (n + 3) / 4, &kind, &to, &Y, &PP, &pd, &n, &a, &b, &ex, &seed, &step, &key, &first);
+}
+
 static int cu_reduce(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int nk, const int64_t *kdims,
                      const int64_t *kstrides, int nr, const int64_t *rdims, const int64_t *rstrides) {
     ck_dims KD, KS, RD, RS;

@@ -548,6 +548,25 @@ START_TEST(param_is_not_folded) {
 }
 END_TEST
 
+/* Bernoulli of a constant (the stochastic-depth probabilities) and a RandomUniform with no input
+ * at all stay run-time draws; the Shape of a draw still folds. */
+START_TEST(random_never_folds) {
+    ck_node *b = NODE(CK_OP_BERNOULLI, "/Bernoulli", 1, CONST_F32("p", DIMS(2), 0.5f, 0.5f));
+    ck_node *u = ck_graph_add_node(G, CK_OP_RANDOM_UNIFORM, "/RandomUniform", 0, NULL, 1);
+    int64_t sh[1] = {3};
+    ck_node_add_attr(G, u, (ck_attr){.name = "shape", .kind = CK_ATTR_INTS, .n = 1, .ints = sh});
+    ck_assert_int_eq(ck_infer_node(u, &D), CK_OK);
+    ck_node *s = NODE(CK_OP_SHAPE, "/Shape", 1, b->out[0]);
+    OUTPUTS(b->out[0], u->out[0], s->out[0]);
+    FOLD(BIG);
+    ck_assert_int_eq(G->n_nodes, 2);
+    RUNTIME(b->out[0], CK_OP_BERNOULLI);
+    RUNTIME(u->out[0], CK_OP_RANDOM_UNIFORM);
+    CONST_SHAPE(s->out[0], CK_I64, 1);
+    VALUES_I(s->out[0], 2);
+}
+END_TEST
+
 START_TEST(dropout_never_folds) {
     ck_node *d = NODE(CK_OP_DROPOUT, "/Dropout", 2, CONST_F32("c", DIMS(4), 1, 2, 3, 4), scalar_f32("ratio", 0.5f));
     ck_node *s = NODE(CK_OP_SHAPE, "/Shape", 1, d->out[0]);
@@ -679,7 +698,7 @@ static Suite *fold_suite(void) {
         {"generators", {range_values, constant_of_shape_values}},
         {"layout", {slice_values, gather_values, concat_split_values, expand_values, transpose_values, trilu_values,
                     reshape_family_copies_data}},
-        {"keep", {param_is_not_folded, dropout_never_folds, fold_max_elems_limit, unevaluable_nodes_stay}},
+        {"keep", {param_is_not_folded, dropout_never_folds, random_never_folds, fold_max_elems_limit, unevaluable_nodes_stay}},
         {"graph", {dead_nodes_removed, inference_error_propagates}},
     };
     for (size_t i = 0; i < sizeof groups / sizeof *groups; i++) {

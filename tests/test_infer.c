@@ -549,6 +549,62 @@ START_TEST(dropout_errors) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- random ops */
+
+START_TEST(random_forms) {
+    /* RandomUniform / RandomNormal: the shape attribute, float by default, dtype double */
+    ck_node *u = ck_graph_add_node(G, CK_OP_RANDOM_UNIFORM, "/ru", 0, NULL, 1);
+    ATTR_INTS(u, "shape", 2, 3, 4);
+    INFER_OK(u);
+    EXPECT(u->out[0], CK_F32, 2, 3, 4);
+    ck_node *z = ck_graph_add_node(G, CK_OP_RANDOM_NORMAL, "/rn", 0, NULL, 1);
+    ATTR_INTS(z, "shape", 5);
+    attr_int(z, "dtype", 11);
+    INFER_OK(z);
+    EXPECT(z->out[0], CK_F64, 5);
+    /* *Like: the input's shape; the input's dtype, or the attribute's (any input dtype then) */
+    ck_node *ul = NODE(CK_OP_RANDOM_UNIFORM_LIKE, "/rul", 1, IN("x", CK_F64, 2, 7));
+    INFER_OK(ul);
+    EXPECT(ul->out[0], CK_F64, 2, 7);
+    ck_node *zl = NODE(CK_OP_RANDOM_NORMAL_LIKE, "/rnl", 1, IN("i", CK_I64, 3));
+    attr_int(zl, "dtype", 1);
+    INFER_OK(zl);
+    EXPECT(zl->out[0], CK_F32, 3);
+    /* Bernoulli: the input's shape and dtype, or the attribute's (bool, ints too) */
+    ck_node *b = NODE(CK_OP_BERNOULLI, "/bern", 1, IN("p", CK_F32, 2, 1, 1, 1));
+    INFER_OK(b);
+    EXPECT(b->out[0], CK_F32, 2, 1, 1, 1);
+    ck_node *bb = NODE(CK_OP_BERNOULLI, "/bern/bool", 1, IN("q", CK_F64, 4));
+    attr_int(bb, "dtype", 9);
+    INFER_OK(bb);
+    EXPECT(bb->out[0], CK_BOOL, 4);
+    ck_assert(ck_ops[CK_OP_BERNOULLI].flags & CK_OPF_RANDOM);
+    ck_assert(ck_ops[CK_OP_RANDOM_UNIFORM_LIKE].diff_inputs == 0);
+}
+END_TEST
+
+START_TEST(random_errors) {
+    ck_node *u = ck_graph_add_node(G, CK_OP_RANDOM_UNIFORM, "/ru/noshape", 0, NULL, 1);
+    EXPECT_FAIL(u, CK_ERR_MODEL, "shape");
+    ck_node *neg = ck_graph_add_node(G, CK_OP_RANDOM_NORMAL, "/rn/neg", 0, NULL, 1);
+    ATTR_INTS(neg, "shape", 2, -1);
+    EXPECT_FAIL(neg, CK_ERR_SHAPE, "-1");
+    ck_node *idt = ck_graph_add_node(G, CK_OP_RANDOM_NORMAL, "/rn/int", 0, NULL, 1);
+    ATTR_INTS(idt, "shape", 2);
+    attr_int(idt, "dtype", 7);
+    EXPECT_FAIL(idt, CK_ERR_MODEL, "int64", "float");
+    /* an int input without a dtype attribute: no float dtype to take */
+    ck_node *ul = NODE(CK_OP_RANDOM_UNIFORM_LIKE, "/rul/int", 1, IN("i", CK_I64, 3));
+    EXPECT_FAIL(ul, CK_ERR_MODEL, "'i'", "dtype");
+    /* Bernoulli's probabilities must be floats */
+    ck_node *b = NODE(CK_OP_BERNOULLI, "/bern/int", 1, IN("j", CK_I32, 3));
+    EXPECT_FAIL(b, CK_ERR_MODEL, "'j'", "probabilities");
+    ck_node *bad = NODE(CK_OP_BERNOULLI, "/bern/dt", 1, IN("k", CK_F32, 3));
+    attr_int(bad, "dtype", 8); /* string */
+    EXPECT_FAIL(bad, CK_ERR_UNSUPPORTED, "dtype");
+}
+END_TEST
+
 /* ---------------------------------------------------------------- Conv and pooling */
 
 START_TEST(conv_2d) {
@@ -1323,6 +1379,8 @@ static Suite *infer_suite(void) {
         {"shape", {shape_ranges, constant_of_shape, range_counts, range_errors}},
         {"arity", {arity_checks}},
         {"einsum", {einsum_forms, einsum_errors}},
+
+        {"random", {random_forms, random_errors}},
     };
     for (size_t i = 0; i < sizeof groups / sizeof *groups; i++) {
         TCase *tc = tcase_create(groups[i].name);
