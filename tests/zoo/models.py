@@ -10,8 +10,9 @@ attention, pooling) is kept. Where torchvision's constructor fixes a size the ex
 (AlexNet's and VGG's 4096-wide classifiers, their adaptive pools that PyTorch 1.13 exports only
 when the input size is a multiple of the output size), the notes say what was changed.
 
-Stochastic depth (convnext, efficientnet, swin, maxvit) is exported with probability 0 here
-(PyTorch then skips the random draw), so the model is deterministic and comparable to PyTorch.
+Stochastic depth (convnext, efficientnet, swin, maxvit) is on (probability 0.1): the export helper
+writes it as ONNX Bernoulli; the comparisons with PyTorch run with dropout and stochastic depth off
+on both sides (ckptc --disable-dropout makes Bernoulli return p, so the block is the identity).
 """
 from dataclasses import dataclass, field
 from typing import Callable, List, Tuple
@@ -69,7 +70,7 @@ def vgg():
 def convnext():
     from torchvision.models.convnext import CNBlockConfig, ConvNeXt
     return ConvNeXt([CNBlockConfig(16, 32, 2), CNBlockConfig(32, 64, 2), CNBlockConfig(64, None, 2)],
-                    stochastic_depth_prob=0.0, num_classes=10)
+                    stochastic_depth_prob=0.1, num_classes=10)
 
 
 def densenet():
@@ -80,7 +81,7 @@ def densenet():
 def efficientnet():
     from torchvision.models.efficientnet import _efficientnet_conf, EfficientNet
     setting, last = _efficientnet_conf("efficientnet_b0", width_mult=0.25, depth_mult=0.34)
-    return EfficientNet(setting, dropout=0.2, stochastic_depth_prob=0.0, num_classes=10, last_channel=last)
+    return EfficientNet(setting, dropout=0.2, stochastic_depth_prob=0.1, num_classes=10, last_channel=last)
 
 
 def efficientnet_v2():
@@ -88,7 +89,7 @@ def efficientnet_v2():
     setting, last = _efficientnet_conf("efficientnet_v2_s")
     for s in setting:  # a quarter of the width, one layer per stage
         s.input_channels, s.out_channels, s.num_layers = max(8, s.input_channels // 4), max(8, s.out_channels // 4), 1
-    return EfficientNet(setting, dropout=0.2, stochastic_depth_prob=0.0, num_classes=10, last_channel=128)
+    return EfficientNet(setting, dropout=0.2, stochastic_depth_prob=0.1, num_classes=10, last_channel=128)
 
 
 def googlenet():
@@ -102,19 +103,19 @@ def inception_v3():
 def maxvit():
     from torchvision.models.maxvit import MaxVit
     return MaxVit(input_size=(64, 64), stem_channels=16, partition_size=2, block_channels=[16, 32], block_layers=[1, 1],
-                  head_dim=8, stochastic_depth_prob=0.0, num_classes=10)
+                  head_dim=8, stochastic_depth_prob=0.1, num_classes=10)
 
 
 def swin():
     from torchvision.models.swin_transformer import SwinTransformer
     return SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
-                           stochastic_depth_prob=0.0, num_classes=10)
+                           stochastic_depth_prob=0.1, num_classes=10)
 
 
 def swin_v2():
     from torchvision.models.swin_transformer import PatchMergingV2, SwinTransformer, SwinTransformerBlockV2
     return SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
-                           stochastic_depth_prob=0.0, num_classes=10, block=SwinTransformerBlockV2,
+                           stochastic_depth_prob=0.1, num_classes=10, block=SwinTransformerBlockV2,
                            downsample_layer=PatchMergingV2)
 
 
