@@ -86,7 +86,10 @@ static const char *usage_compile =
     "  --checkpoint=POLICY      none (default), blocks (repeated module scopes such as /layers.N/),\n"
     "                           every:K (a segment every K cut points), sqrt (about sqrt(n) segments),\n"
     "                           nodes:REGEX (boundaries after matching nodes), budget:SIZE (the least\n"
-    "                           recompute that plans the whole step within SIZE, e.g. 512MiB, 2GiB)\n"
+    "                           recompute that plans the whole step within SIZE, e.g. 512MiB, 2GiB),\n"
+    "                           selective (op-level: keep GEMM/Conv outputs, recompute the cheap ops\n"
+    "                           and attention products from them where that frees memory), or\n"
+    "                           POLICY,selective (both, e.g. blocks,selective)\n"
     "  --block-regex REGEX      what names a block for --checkpoint=blocks (the matched text is the key)\n"
     "  --offload                keep the segments' checkpoints in a host pool, reloaded (one segment\n"
     "                           ahead) before their backward\n"
@@ -201,6 +204,23 @@ static int set_number(ck_options *o, int c, const char *flag, const char *arg) {
 /* --checkpoint=POLICY. Returns -1, or the exit status. */
 static int set_checkpoint(ck_options *o, const char *arg) {
     o->policy_name = arg;
+    /* selective: op-level recompute, alone or after a segment policy (POLICY,selective) */
+    static char base[4096];
+    size_t len = strlen(arg), sl = strlen(",selective");
+    o->selective = false;
+    if (!strcmp(arg, "selective")) {
+        o->selective = true, o->checkpoint = CK_CKPT_NONE;
+        return -1;
+    }
+    if (len > sl && len - sl < sizeof base && !strcmp(arg + len - sl, ",selective")) {
+        memcpy(base, arg, len - sl);
+        base[len - sl] = 0;
+        if (!strcmp(base, "none") || !strncmp(base, "budget:", 7) || strchr(base, ','))
+            return user_error("--checkpoint '%s': selective combines with blocks, every:K, sqrt or nodes:REGEX", arg);
+        int r = set_checkpoint(o, base);
+        o->policy_name = arg, o->selective = true;
+        return r;
+    }
     if (!strcmp(arg, "none")) o->checkpoint = CK_CKPT_NONE;
     else if (!strcmp(arg, "blocks")) o->checkpoint = CK_CKPT_BLOCKS;
     else if (!strcmp(arg, "sqrt")) o->checkpoint = CK_CKPT_SQRT;
@@ -215,7 +235,7 @@ static int set_checkpoint(ck_options *o, const char *arg) {
     } else if (!strncmp(arg, "nodes:", 6) && arg[6]) {
         o->checkpoint = CK_CKPT_NODES, o->checkpoint_regex = arg + 6;
     } else {
-        return user_error("--checkpoint '%s': expected none, blocks, every:K, sqrt or nodes:REGEX", arg);
+        return user_error("--checkpoint '%s': expected none, blocks, every:K, sqrt, nodes:REGEX, budget:SIZE, selective or POLICY,selective", arg);
     }
     return -1;
 }
@@ -304,6 +324,8 @@ static int check_flags(compile_flags *f, int argc, char **argv) {
     ck_options *o = &f->o;
     if (optind >= argc) return user_error("missing MODEL.onnx (see ckptc --help)");
     if (o->infer && (o->checkpoint != CK_CKPT_NONE || o->offload)) return user_error("--checkpoint and --offload apply to training programs, not --infer");
+    if (o->offload && o->checkpoint == CK_CKPT_NONE && o->selective)
+        return user_error("--offload moves the checkpoints of recomputed segments to the host, and selective has none; combine it with a segment policy (e.g. --checkpoint=blocks,selective)");
     if (o->offload && o->checkpoint == CK_CKPT_NONE) return user_error("--offload moves the checkpoints of a --checkpoint policy to the host; choose one (e.g. --checkpoint=blocks)");
     if (o->infer && o->data_parallel) return user_error("--data-parallel applies to training programs, not --infer");
     if (o->infer && o->update_at_end) return user_error("--update-at-end applies to training programs, not --infer");

@@ -308,6 +308,8 @@ typedef struct ck_graph {
     ck_value **train_params, **train_grads;
     int n_segments;        /* segments recomputed by the checkpoint pass */
     ck_segment *segments;
+    int n_selective;       /* activations chosen for op-level recompute (selective.c) */
+    int64_t recompute_flops; /* FLOPs of every recompute clone in the schedule (checkpoint pass) */
     const struct ck_graph *borrowed; /* a clone: the graph whose names, constant data and holds it
                                       * shares (it must outlive the clone); NULL: owns its own */
     struct ck_graph *owned;          /* freed by ck_graph_free after this graph: set on the clone that

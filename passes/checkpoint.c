@@ -307,7 +307,7 @@ static int segment(const ck_graph *g, const ck_options *o, int nf, int *seg, ck_
 
 /* ---------------------------------------------------------------- recompute */
 
-static ck_node *clone_node(ck_graph *g, const ck_node *n, ck_value **in) {
+ck_node *ck_checkpoint_clone_node(ck_graph *g, const ck_node *n, ck_value **in) {
     ck_op op = n->op == CK_OP_BATCH_NORM ? CK_OP_BATCH_NORM_APPLY : n->op;
     char name[1100];
     snprintf(name, sizeof name, "%s/recompute", n->name);
@@ -572,7 +572,7 @@ static void clone_segment(rewrite *r, int s) {
             for (int k = 0; pc && k < u->producer->n_out && k < pc->n_out; k++)
                 if (u->producer->out[k] == u && pc->out[k]) in[q] = pc->out[k];
         }
-        ck_node *c = clone_node(g, fn, in);
+        ck_node *c = ck_checkpoint_clone_node(g, fn, in);
         g->n_nodes--; /* ck_graph_add_node appended it; we place it here instead */
         r->clone[fn->id] = c;
         r->out[r->no++] = c;
@@ -604,11 +604,23 @@ static void rewrite_backward(rewrite *r, ck_node *b, const bool *skip) {
     r->out[r->no++] = b;
 }
 
+/* Sums the FLOPs of every recompute clone into g->recompute_flops. */
+static void count_recompute(ck_graph *g) {
+    g->recompute_flops = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->recompute_of) g->recompute_flops += ck_node_flops(g->nodes[i]);
+}
+
 ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
-    g->n_segments = 0;
-    if (o->infer || o->checkpoint == CK_CKPT_NONE) return CK_OK;
+    g->n_segments = 0, g->n_selective = 0, g->recompute_flops = 0;
+    if (o->infer) return CK_OK;
+    ck_status st = ck_pass_selective(g, o, d); /* op-level first: its clones are backward nodes below */
+    if (st || o->checkpoint == CK_CKPT_NONE) {
+        count_recompute(g);
+        return st;
+    }
     fwd_segments f;
-    ck_status st = fwd_segments_init(&f, g, o, d);
+    st = fwd_segments_init(&f, g, o, d);
     if (st) {
         fwd_segments_free(&f);
         return st;
@@ -632,5 +644,6 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
     if (o->offload && r.ng > 0) offload(g, f.nf, f.nid, r.gpos, r.ng);
     free(skip), free(r.clone), free(r.out), free(r.gpos), free(r.done_seg), free(r.stamp);
     fwd_segments_free(&f);
+    count_recompute(g);
     return ck_graph_verify(g, d);
 }

@@ -43,6 +43,10 @@ typedef struct ck_options {
     const bool *recompute_set;    /* when set: only these candidate segments are recomputed (the
                                    * budget search's tries, search.c) */
     int n_recompute_set;
+    bool selective;               /* --checkpoint=selective, or POLICY,selective: op-level recompute
+                                   * (selective.c), alone or with a segment policy */
+    const bool *selective_set;    /* when set: only these op-level candidates (the budget search's) */
+    int n_selective_set;
     /* BatchNormalization's running variance: the ONNX spec updates it with the biased batch
      * variance, PyTorch with the unbiased one, and PyTorch's exporter does not say which the model
      * meant. -1 (default): unbiased when the model's producer is PyTorch, else biased; 0/1 force. */
@@ -124,6 +128,24 @@ typedef struct ck_ckpt_candidates {
 } ck_ckpt_candidates;
 ck_status ck_checkpoint_candidates(const ck_graph *g, const ck_options *o, ck_ckpt_candidates *c, ck_diag *d);
 void ck_checkpoint_candidates_free(ck_ckpt_candidates *c);
+/* The clone of forward node n reading in[] (checkpoint.c): same attributes, Dropout's RNG key,
+ * BatchNormalization as ckptc.BatchNormApply; phase backward, recompute_of set; not placed (the
+ * caller lays it out). */
+ck_node *ck_checkpoint_clone_node(ck_graph *g, const ck_node *n, ck_value **in);
+
+/* Op-level recompute (selective.c): the activations the backward reads that are recomputed from
+ * kept ones, in the order the greedy chose them; per candidate its value id, its producer's FLOPs
+ * and the bytes it frees. Any subset is a valid rewrite (o->selective_set). */
+typedef struct ck_sel_candidates {
+    int n;
+    int *value;
+    int64_t *flops, *bytes;
+} ck_sel_candidates;
+ck_status ck_selective_candidates(const ck_graph *g, const ck_options *o, ck_sel_candidates *c);
+void ck_selective_candidates_free(ck_sel_candidates *c);
+/* With o->selective: the rewrite (run by ck_pass_checkpoint before the segments' own). */
+ck_status ck_pass_selective(ck_graph *g, const ck_options *o, ck_diag *d);
+
 /* How many kinds of unit the forward of g repeats (blocks by structure, checkpoint.c). */
 int ck_checkpoint_units(const ck_graph *g);
 

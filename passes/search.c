@@ -17,6 +17,8 @@
  *                    that does not fit and one that does. Peaks are not strictly monotone in the
  *                    prefix length (placement), so the bisection may stop at a slightly longer
  *                    prefix than the shortest; at most 9 plans in all (none, all, 7 tries).
+ *   selective        must never raise the planned peak either: the plan without op-level
+ *                    recompute is made too and kept when lower (a note says so).
  *   --offload        must never raise the device peak: when the plan without it is lower (the
  *                    placement can lose to fragmentation what the shorter lifetimes win), the
  *                    checkpoints stay on the device.
@@ -63,7 +65,7 @@ static ck_status plan_try(const search *s, const ck_options *o, ck_graph **out, 
 
 /* Is there nothing to choose, so that one plan of the trained graph itself settles it? */
 static bool one_try(const ck_options *o) {
-    if (o->checkpoint == CK_CKPT_BUDGET || o->offload || o->clip_grad_norm > 0) return false;
+    if (o->checkpoint == CK_CKPT_BUDGET || o->offload || o->clip_grad_norm > 0 || o->selective) return false;
     if (o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex)) return false; /* names or structure */
     return !o->data_parallel || (o->dp_bucket_bytes > 0 && o->dp_overlap >= 0);
 }
@@ -326,6 +328,30 @@ static void plan_blocks(const search *s, ck_options *o, ck_graph **g) {
     ck_graph_free(g2);
 }
 
+/* selective (alone or POLICY,selective) must never raise the planned peak: the greedy estimates
+ * bytes, the placement decides. The plan without it is made too, and kept when lower. */
+static void plan_selective(const search *s, ck_options *o, ck_graph **g) {
+    bool both = o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex); /* names and structure */
+    int64_t with = (*g)->plan.arena_bytes;
+    ck_options first = *o;
+    for (int k = 0; k < (both ? 2 : 1); k++) {
+        ck_options t = first;
+        t.selective = false;
+        if (k == 1) t.blocks_by_structure = !first.blocks_by_structure;
+        ck_graph *g2 = NULL;
+        if (plan_quietly(s, &t, &g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
+            ck_graph_free(*g);
+            *g = g2;
+            g2 = NULL;
+            *o = t;
+        }
+        ck_graph_free(g2);
+    }
+    if (!o->selective)
+        ck_diag_add(s->notes, "ckptc: selective: op-level recompute would raise the planned peak here (%lld > %lld bytes): "
+                    "not applied", (long long)with, (long long)(*g)->plan.arena_bytes);
+}
+
 ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn check, ck_diag *notes, ck_diag *d) {
     ck_graph *trained = *gp, *g = NULL;
     search s = {.trained = trained, .check = check, .notes = notes};
@@ -333,6 +359,7 @@ ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn chec
     if (one_try(o)) return plan_passes(&s, trained, o, d); /* no clone: nothing else to try */
     ck_status st = o->checkpoint == CK_CKPT_BUDGET ? plan_budget(&s, o, &g, d) : plan_try(&s, o, &g, d);
     if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->infer) plan_blocks(&s, o, &g);
+    if (!st && o->selective && o->checkpoint != CK_CKPT_BUDGET && !o->infer) plan_selective(&s, o, &g);
     if (!st && o->offload && o->checkpoint != CK_CKPT_BUDGET) plan_offload(&s, o, &g);
     if (!st) plan_data_parallel(&s, o, &g);
     if (!st && o->clip_grad_norm > 0 && g && g->loss) note_clip_cost(&s, o, g);
