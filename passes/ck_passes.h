@@ -134,11 +134,11 @@ void ck_checkpoint_candidates_free(ck_ckpt_candidates *c);
 ck_node *ck_checkpoint_clone_node(ck_graph *g, const ck_node *n, ck_value **in);
 
 /* Op-level recompute (selective.c): the activations the backward reads that are recomputed from
- * kept ones, in the order the greedy chose them; per candidate its value id, its producer's FLOPs
- * and the bytes it frees. Any subset is a valid rewrite (o->selective_set). */
+ * kept ones, in the order the greedy chose them; per candidate its value id, the FLOPs of its cone
+ * (the nodes rerun for it when it was chosen) and the bytes it frees. Any subset is a valid rewrite (o->selective_set). */
 typedef struct ck_sel_candidates {
     int n;
-    int *value;
+    int *value, *node; /* the activation's id, its producer's id */
     int64_t *flops, *bytes;
 } ck_sel_candidates;
 ck_status ck_selective_candidates(const ck_graph *g, const ck_options *o, ck_sel_candidates *c);
@@ -159,6 +159,24 @@ int ck_checkpoint_units(const ck_graph *g);
  * what cannot run before any planning). What the search chose is added to notes, one line each. */
 typedef ck_status (*ck_check_fn)(const ck_graph *g, const ck_options *o, ck_diag *d);
 ck_status ck_plan_search(ck_graph **g, const ck_options *o, ck_check_fn check, ck_diag *notes, ck_diag *d);
+
+/* The trade-off the budget search walks (search.c): its candidates (op-level and segments) in its
+ * order, most bytes per FLOP first, and per prefix of that order (every one up to 48 candidates,
+ * 48 spread evenly beyond) the planned peak and the recompute FLOPs. trained as for
+ * ck_plan_search; o's checkpoint policy is ignored (the budget's candidates are used). */
+typedef struct ck_curve_point {
+    int64_t peak, flops;
+    int candidates, segments, selective; /* prefix length; segments and activations recomputed */
+} ck_curve_point;
+typedef struct ck_curve {
+    int n, n_candidates;
+    ck_curve_point *pt;
+} ck_curve;
+ck_status ck_plan_curve(const ck_graph *trained, const ck_options *o, ck_curve *c, ck_diag *d);
+/* The exact optimum budget:SIZE approximates: every subset of the candidates (at most max, and
+ * 20) planned; c->pt[mask] for the subset whose bits mask sets (peak -1: it did not plan).
+ * More candidates: CK_ERR_USAGE, c->n_candidates says how many. */
+ck_status ck_budget_subsets(const ck_graph *trained, const ck_options *o, int max, ck_curve *c, ck_diag *d);
 
 /* Dropout's effective ratio: 0 when it drops nothing (training_mode absent or false, ratio 0,
  * or --disable-dropout); -1 when the ratio or the mode is not a compile-time constant. */

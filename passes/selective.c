@@ -72,7 +72,7 @@ static bool is_static(const sel *s, const ck_value *v) { return !v->producer || 
 
 /* The cone walk from value u: stops (values the clones would read that are not kept now) go to
  * stops[]; returns false when the cone is too large. Marks visited values with s->walk. */
-static bool cone(sel *s, const ck_value *u, bool top, const ck_value **stops, int *nstops, int *nodes) {
+static bool cone(sel *s, const ck_value *u, bool top, const ck_value **stops, int *nstops, int *nodes, int64_t *flops) {
     if (is_static(s, u) || s->mark[u->id] == s->walk) return true;
     s->mark[u->id] = s->walk;
     if (!top && s->kept[u->id]) return true;
@@ -82,9 +82,10 @@ static bool cone(sel *s, const ck_value *u, bool top, const ck_value **stops, in
         return true;
     }
     if (++*nodes > CONE_MAX) return false;
+    *flops += ck_node_flops(p);
     int n_in = p->op == CK_OP_BATCH_NORM ? 3 : p->n_in;
     for (int k = 0; k < n_in; k++)
-        if (p->in[k] && !cone(s, p->in[k], false, stops, nstops, nodes)) return false;
+        if (p->in[k] && !cone(s, p->in[k], false, stops, nstops, nodes, flops)) return false;
     if (p->op == CK_OP_BATCH_NORM) /* BatchNormApply reads the saved statistics: kept */
         for (int k = 3; k < 5; k++)
             if (!s->kept[p->out[k]->id] && s->mark[p->out[k]->id] != s->walk) s->mark[p->out[k]->id] = s->walk, stops[(*nstops)++] = p->out[k];
@@ -96,13 +97,14 @@ static void keep(sel *s, const ck_value *v, int delta) {
     s->root_refs[root_of(s, v)->id] += delta;
 }
 
-/* Try recomputing v (kept now): true when chosen (s updated). */
-static bool try_value(sel *s, const ck_value *v, const ck_value **stops) {
+/* Try recomputing v (kept now): true when chosen (s updated); *flops: its cone's. */
+static bool try_value(sel *s, const ck_value *v, const ck_value **stops, int64_t *flops) {
     const ck_node *p = v->producer;
     if (!recomputable(p) || (p->op == CK_OP_BATCH_NORM && v != p->out[0])) return false;
     s->walk++;
     int nstops = 0, nodes = 0;
-    if (!cone(s, v, true, stops, &nstops, &nodes)) return false;
+    *flops = 0;
+    if (!cone(s, v, true, stops, &nstops, &nodes, flops)) return false;
     const ck_value *r = root_of(s, v);
     int64_t gain = s->root_refs[r->id] == 1 ? (int64_t)ck_value_bytes(r) : 0, cost = 0;
     s->walk++; /* count each new root once */
@@ -159,17 +161,19 @@ ck_status ck_selective_candidates(const ck_graph *g, const ck_options *o, ck_sel
     for (int k = 0; k < g->n_outputs; k++)
         if (g->outputs[k]->id < s.nid) outputs[g->outputs[k]->id] = true;
     c->value = malloc(sizeof(int) * ((size_t)no + 1));
+    c->node = malloc(sizeof(int) * ((size_t)no + 1));
     c->flops = calloc((size_t)no + 1, sizeof *c->flops);
     c->bytes = calloc((size_t)no + 1, sizeof *c->bytes);
-    CK_ASSERT(c->value && c->flops && c->bytes);
+    CK_ASSERT(c->value && c->node && c->flops && c->bytes);
     for (bool changed = true; changed;) {
         changed = false;
         for (int i = 0; i < no; i++) {
             const ck_value *v = order[i];
             if (!s.kept[v->id] || outputs[v->id]) continue;
             int64_t b = (int64_t)ck_value_bytes(root_of(&s, v));
-            if (!try_value(&s, v, stops)) continue;
-            c->value[c->n] = v->id, c->bytes[c->n] = b, c->flops[c->n] = ck_node_flops(v->producer);
+            int64_t fl = 0;
+            if (!try_value(&s, v, stops, &fl)) continue;
+            c->value[c->n] = v->id, c->node[c->n] = v->producer->id, c->bytes[c->n] = b, c->flops[c->n] = fl;
             c->n++, changed = true;
         }
     }
@@ -179,7 +183,7 @@ ck_status ck_selective_candidates(const ck_graph *g, const ck_options *o, ck_sel
 }
 
 void ck_selective_candidates_free(ck_sel_candidates *c) {
-    free(c->value), free(c->flops), free(c->bytes);
+    free(c->value), free(c->node), free(c->flops), free(c->bytes);
     memset(c, 0, sizeof *c);
 }
 

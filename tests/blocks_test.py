@@ -7,7 +7,8 @@ Held-out models exported here with python/ckptc_export.py: an MLP whose tanh and
 outside each layer's scope (`x = torch.tanh(l(x)) + x`), torchvision's ViT (its units are
 `encoder_layer_N`), RegNet (`block1-0`) and MobileNetV2, a small VGG-style stack of single-layer
 `features.N`. For each: wherever sqrt plans a lower peak than none, blocks does too, and two
-AdamW steps under blocks end with the bits of none (dump-params). A model without any repeated
+AdamW steps under blocks and under selective (op-level recompute: LayerNorm, GELU, attention
+products, BatchNorm as BatchNormApply) end with the bits of none (dump-params). A model without any repeated
 unit gets the one line saying so. Exit 77 (skipped) without torchvision.
 Ends with `N passed, N failed`.
 """
@@ -108,9 +109,11 @@ def main():
         line = next((l for l in out.splitlines() if l.startswith("ckptc: --checkpoint=blocks")), "(names)")
         check(f"{name}: none {none}, blocks {blocks}, sqrt {sq}: blocks lowers the peak wherever sqrt does; {line[:90]}",
               sq >= none or blocks < none, out)
-        a, b = train(path, "none", f"{WORK}/{name}-none"), train(path, "blocks", f"{WORK}/{name}-blocks")
-        check(f"{name}: two AdamW steps under blocks end with the bits of none",
-              a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a))
+        a = train(path, "none", f"{WORK}/{name}-none")
+        for pol in ["blocks", "selective"]:
+            b = train(path, pol, f"{WORK}/{name}-{pol}")
+            check(f"{name}: two AdamW steps under {pol} end with the bits of none",
+                  a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a))
     failed = results.count(False)
     print(f"{len(results) - failed} passed, {failed} failed")
     return 1 if failed else 0
