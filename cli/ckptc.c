@@ -40,6 +40,9 @@ static const char *usage_main =
     "                       `make -C DIR` builds it (see ckptc MODEL.onnx --help)\n"
     "  compare A.json B.json ...  [--timeline FILE.svg]\n"
     "                       trainer reports side by side, with ratios to the first\n"
+    "  pareto MODEL.onnx [compile flags] [--svg FILE]\n"
+    "                       planned peak against recompute FLOPs, from the smallest reachable peak\n"
+    "                       to none's, with none, selective, blocks and sqrt marked\n"
     "  inspect MODEL.onnx   load a model, fold its shape subgraphs, infer every shape and print\n"
     "                       opset, producer, inputs/outputs, parameters, op histogram and nodes\n"
     "\n"
@@ -342,6 +345,44 @@ static int check_flags(compile_flags *f, int argc, char **argv) {
     return -1;
 }
 
+/* `ckptc pareto MODEL.onnx [compile flags] [--svg FILE]`: the compile flags as for a compile
+ * (no -o: nothing is written but the SVG). */
+static const char *g_pareto_svg;
+static bool g_pareto;
+static int cmd_compile(int argc, char **argv);
+
+static int cmd_pareto(int argc, char **argv) {
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    int n = 0;
+    if (!args) return user_error("out of memory");
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--svg")) {
+            if (i + 1 >= argc) {
+                free(args);
+                return user_error("option '--svg' needs a value");
+            }
+            g_pareto_svg = argv[++i];
+        } else if (!strncmp(argv[i], "--svg=", 6)) {
+            g_pareto_svg = argv[i] + 6;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            free(args);
+            fputs("usage: ckptc pareto MODEL.onnx [compile flags] [--svg FILE]\n\n"
+                  "Plans the trade-off budget:SIZE walks: for budgets from the smallest reachable peak to none's,\n"
+                  "the planned peak, the recompute FLOPs per step and what is recomputed; then none, selective,\n"
+                  "blocks, blocks,selective and sqrt as the compiler plans them. --svg draws peak against recompute\n"
+                  "FLOPs with those policies marked. The compile flags (--dim, --loss, --optimizer, ...) apply;\n"
+                  "--checkpoint is ignored.\n", stdout);
+            return 0;
+        } else {
+            args[n++] = argv[i];
+        }
+    }
+    g_pareto = true;
+    int r = cmd_compile(n, args);
+    free(args);
+    return r;
+}
+
 static int cmd_compile(int argc, char **argv) {
     compile_flags f = {.o = CK_OPTIONS_DEFAULT, .dp_overlap = -1};
     int c, li = -1, r;
@@ -358,7 +399,17 @@ static int cmd_compile(int argc, char **argv) {
         li = -1;
         if ((r = set_flag(&f, c, flag, optarg)) >= 0) return r;
     }
+    if (g_pareto) f.plan_only = true; /* nothing to write but the SVG */
     if ((r = check_flags(&f, argc, argv)) >= 0) return r;
+    if (g_pareto) {
+        if (f.o.infer) return user_error("pareto: --infer has no backward to recompute");
+        ck_load_options plo = {.dims = f.dims, .n_dims = f.n_dims};
+        ck_diag pd = {0};
+        ck_status pst = ck_pareto(argv[optind], &plo, &f.o, g_pareto_svg, &pd);
+        print_diag(&pd, argv[optind]);
+        ck_diag_clear(&pd);
+        return pst ? EXIT_USER : 0;
+    }
     const char *path = argv[optind];
     char inc[4200], lib[4200];
     ckrt_paths(inc, lib, sizeof inc);
@@ -443,6 +494,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "compare")) return cmd_compare(argc - 1, argv + 1);
+    if (!strcmp(cmd, "pareto")) return cmd_pareto(argc - 1, argv + 1);
     if (cmd[0] == '-') return user_error("unknown option '%s' (see ckptc --help)", cmd);
     if (strlen(cmd) > 5 && !strcmp(cmd + strlen(cmd) - 5, ".onnx")) return cmd_compile(argc, argv);
     return user_error("unknown command '%s' (see ckptc --help)", cmd);
