@@ -73,7 +73,7 @@ static void explain(const ck_graph *g) {
     free(clone), free(readers), free(clone_readers), free(offloaded);
 }
 
-static void print_plan(const ck_graph *g) {
+static void print_plan(const ck_graph *g, bool explain) {
     const ck_mem_plan *p = &g->plan;
     printf("planned peak %lld bytes (device); host pool %lld bytes\n", (long long)p->arena_bytes, (long long)p->host_bytes);
     for (int k = 0; k < CK_MEM_COUNT; k++)
@@ -108,9 +108,11 @@ static void print_plan(const ck_graph *g) {
                (long long)g->recompute_flops, fwd ? 100.0 * (double)g->recompute_flops / (double)fwd : 0.0, (long long)fwd,
                g->n_segments, g->n_selective);
     }
-    for (int i = 0; i < g->n_segments; i++)
+    for (int i = 0; i < g->n_segments; i++) {
         printf("segment %-16s %s .. %s, checkpoints %lld bytes\n", g->segments[i].name, g->segments[i].first_node,
                g->segments[i].last_node, (long long)g->segments[i].saved_bytes);
+        if (explain && g->segments[i].why) printf("        %s\n", g->segments[i].why);
+    }
 }
 
 /* Where the generated Makefile finds libckrt: this build tree when ckptc runs from it, else the
@@ -170,7 +172,7 @@ ck_status ck_compile(const char *path, const ck_load_options *lo, const ck_optio
     if (!st) st = ck_plan_search(&g, o, ck_codegen_check, &notes, d);
     for (int i = 0; i < notes.n; i++) printf("%s\n", notes.msg[i]);
     if (!st && co->explain) explain(g);
-    if (!st && co->plan_only) print_plan(g);
+    if (!st && co->plan_only) print_plan(g, co->explain);
     else if (!st) st = ck_codegen(g, o, co, d);
     if (!st && !co->plan_only) print_summary(g, co);
     ck_diag_clear(&notes);

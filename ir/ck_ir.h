@@ -248,6 +248,7 @@ typedef struct ck_segment {
     const char *name;                /* the block's scope ("/layers.3") or "segment N" */
     const char *first_node, *last_node;
     int64_t saved_bytes;             /* its checkpoints: the kept inputs its recompute reads */
+    const char *why;                 /* which unit it is and why it ends where it ends (--explain) */
 } ck_segment;
 
 /* Memory outside the arena that values' data point into, held by the graph: a read-only file

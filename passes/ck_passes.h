@@ -37,6 +37,8 @@ typedef struct ck_options {
     const char *block_regex;      /* --block-regex */
     bool blocks_by_structure;     /* blocks: repeated units of the graph itself, not scope names
                                    * (the search plans both and keeps the lower peak, search.c) */
+    bool blocks_grouped;          /* with blocks_by_structure: the cut-point chunks grouped into about
+                                   * sqrt(n) segments (single-layer units: VGG's features.N) */
     bool offload;                 /* --offload: checkpoints go to the host pool */
     const char *policy_name;      /* as the user wrote it, for reports ("blocks", "every:2") */
     int64_t budget;               /* budget:SIZE, bytes */

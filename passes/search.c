@@ -30,7 +30,9 @@
  *                    unless all buckets after the backward plan a lower peak.
  *   blocks           the module scopes of node names and the units the graph itself repeats are
  *                    both planned, the lower peak kept (the names on a tie); with no repeated unit
- *                    the structural try is the sqrt segmentation.
+ *                    the structural try is the sqrt segmentation; when the graph repeats units, a
+ *                    third try groups its cut-point chunks into about sqrt(n) runs (single-layer
+ *                    units such as VGG's), kept when lower.
  *   --clip-grad-norm  its updates run after the whole backward; a second plan with early updates
  *                    says what that costs (a note, nothing chosen).
  * What the search chose goes to the caller's notes, one line each (the CLI prints them).
@@ -611,6 +613,22 @@ static void plan_blocks(const search *s, ck_options *o, ck_graph **g) {
         *g = g2;
         g2 = NULL;
         o->blocks_by_structure = true;
+    }
+    ck_graph_free(g2);
+    g2 = NULL;
+    /* units of one or two layers (VGG's features.N, a stack of convolutions) make segments too
+     * short to pay: the cut-point chunks grouped into about sqrt(n) runs, kept when lower */
+    t = *o;
+    t.blocks_by_structure = true, t.blocks_grouped = true;
+    if (units && plan_quietly(s, &t, &g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
+        ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: its layers grouped into about sqrt(n) runs between cut points (%d segments "
+                    "recomputed) plan a lower peak than one segment per unit the graph repeats (%d kind%s) or per module scope "
+                    "(%lld < %lld bytes)", g2->n_segments, units, units == 1 ? "" : "s", (long long)g2->plan.arena_bytes,
+                    (long long)(*g)->plan.arena_bytes);
+        ck_graph_free(*g);
+        *g = g2;
+        g2 = NULL;
+        o->blocks_by_structure = true, o->blocks_grouped = true;
     } else if ((*g)->n_segments == 0) {
         ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: no segmentation lowers the planned peak (module scopes, %d repeated "
                     "units, sqrt): nothing is recomputed", units);
@@ -627,7 +645,7 @@ static void plan_selective(const search *s, ck_options *o, ck_graph **g) {
     for (int k = 0; k < (both ? 2 : 1); k++) {
         ck_options t = first;
         t.selective = false;
-        if (k == 1) t.blocks_by_structure = !first.blocks_by_structure;
+        if (k == 1) t.blocks_by_structure = !first.blocks_by_structure, t.blocks_grouped = false;
         ck_graph *g2 = NULL;
         if (plan_quietly(s, &t, &g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
             ck_graph_free(*g);
