@@ -18,7 +18,7 @@
 #
 # ckptc variants: none, blocks, sqrt, budget at 50% and at 25% of none's activation bytes (the
 #   budget is none's planned peak minus 50% / 75% of its saved + transient activation bytes at
-#   the peak), blocks --offload.
+#   the peak), blocks --offload, selective (op-level recompute) and blocks,selective.
 # PyTorch variants (eager CPU, torch 1.13): eager; ckpt = torch.utils.checkpoint(block,
 #   use_reentrant=False) around every block; ckpt-sqrt = the same around runs of round(sqrt(L))
 #   blocks; save_on_cpu = torch.autograd.graph.save_on_cpu() around the step (on the CPU the saved
@@ -54,7 +54,7 @@ WORK = os.path.join(HERE, "work")
 MODELS = os.path.join(HERE, "models")
 ALL_MODELS = ["mlp16", "mlp64", "gpt4", "gpt8", "gpt12", "resnet18"]
 QUICK_MODELS = ["mlp16", "gpt4", "resnet18"]
-CK_VARIANTS = ["none", "blocks", "sqrt", "budget50", "budget25", "blocks+offload"]
+CK_VARIANTS = ["none", "blocks", "sqrt", "budget50", "budget25", "blocks+offload", "selective", "blocks,selective"]
 PT_VARIANTS = ["eager", "ckpt", "ckpt-sqrt", "save_on_cpu", "ckpt+save_on_cpu", "eager (default malloc)"]
 PT_DEFAULT_MALLOC = "eager (default malloc)"
 MATCH = {"none": "eager", "blocks": "ckpt", "sqrt": "ckpt-sqrt", "blocks+offload": "ckpt+save_on_cpu"}
@@ -202,11 +202,12 @@ def run_cmd(cmd, cwd=None, env=None, timeout=None):
 
 def ckptc_variant(ck, name, variant, steps, budget=None):
     info = json.load(open(os.path.join(MODELS, name + ".json")))
-    d = os.path.join(WORK, name, variant.replace("+", "_"))
+    d = os.path.join(WORK, name, variant.replace("+", "_").replace(",", "_"))
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(os.path.dirname(d), exist_ok=True)
     args = [ck, os.path.join(MODELS, name + ".onnx"), "-o", d, "--optimizer=sgd", "--lr=%g" % LR]
-    pol = {"none": "none", "blocks": "blocks", "sqrt": "sqrt", "blocks+offload": "blocks"}.get(variant)
+    pol = {"none": "none", "blocks": "blocks", "sqrt": "sqrt", "blocks+offload": "blocks", "selective": "selective",
+           "blocks,selective": "blocks,selective"}.get(variant)
     args.append("--checkpoint=%s" % (pol if pol else "budget:%d" % budget))
     if variant.endswith("+offload"):
         args.append("--offload")
@@ -507,6 +508,15 @@ def write_cpu_report(results, meta, path_md, path_json, path_svg):
         if a and c and "error" not in a and "error" not in c:
             q = c["median_s"] / a["median_s"]
             w("| ckptc blocks step <= 1.4x ckptc none | %s | %.2fx | %s |" % (m, q, ok(q <= 1.4)))
+    for m in models:  # issue 17: selective on the GPT models
+        a, c, b = by.get(("ckptc", m, "none")), by.get(("ckptc", m, "selective")), by.get(("ckptc", m, "blocks"))
+        if m.startswith("gpt") and a and c and "error" not in a and "error" not in c:
+            q, fr = c["median_s"] / a["median_s"], 1 - c["step_peak_bytes"] / a["step_peak_bytes"]
+            w("| ckptc selective step <= 1.08x ckptc none | %s | %.2fx | %s |" % (m, q, ok(q <= 1.08)))
+            w("| ckptc selective step peak >= 40%% below none's | %s | %.0f%% below | %s |" % (m, 100 * fr, ok(fr >= 0.4)))
+            if b and "error" not in b and "recompute_flops" in c and "recompute_flops" in b:
+                w("| ckptc selective recomputes less than blocks | %s | %.2f vs %.2f GFLOP | %s |" % (
+                    m, c["recompute_flops"] / 1e9, b["recompute_flops"] / 1e9, ok(c["recompute_flops"] < b["recompute_flops"])))
     for m in models:
         c, d = by.get(("ckptc", m, "blocks")), by.get(("pytorch", m, "ckpt"))
         if c and d and "error" not in c and "error" not in d:

@@ -40,6 +40,9 @@ static const char *usage_main =
     "                       `make -C DIR` builds it (see ckptc MODEL.onnx --help)\n"
     "  compare A.json B.json ...  [--timeline FILE.svg]\n"
     "                       trainer reports side by side, with ratios to the first\n"
+    "  pareto MODEL.onnx [compile flags] [--svg FILE]\n"
+    "                       planned peak against recompute FLOPs, from the smallest reachable peak\n"
+    "                       to none's, with none, selective, blocks and sqrt marked\n"
     "  inspect MODEL.onnx   load a model, fold its shape subgraphs, infer every shape and print\n"
     "                       opset, producer, inputs/outputs, parameters, op histogram and nodes\n"
     "\n"
@@ -87,7 +90,10 @@ static const char *usage_compile =
     "  --checkpoint=POLICY      none (default), blocks (repeated module scopes such as /layers.N/),\n"
     "                           every:K (a segment every K cut points), sqrt (about sqrt(n) segments),\n"
     "                           nodes:REGEX (boundaries after matching nodes), budget:SIZE (the least\n"
-    "                           recompute that plans the whole step within SIZE, e.g. 512MiB, 2GiB)\n"
+    "                           recompute that plans the whole step within SIZE, e.g. 512MiB, 2GiB),\n"
+    "                           selective (op-level: keep GEMM/Conv outputs, recompute the cheap ops\n"
+    "                           and attention products from them where that frees memory), or\n"
+    "                           POLICY,selective (both, e.g. blocks,selective)\n"
     "  --block-regex REGEX      what names a block for --checkpoint=blocks (the matched text is the key)\n"
     "  --offload                keep the segments' checkpoints in a host pool, reloaded (one segment\n"
     "                           ahead) before their backward\n"
@@ -202,6 +208,23 @@ static int set_number(ck_options *o, int c, const char *flag, const char *arg) {
 /* --checkpoint=POLICY. Returns -1, or the exit status. */
 static int set_checkpoint(ck_options *o, const char *arg) {
     o->policy_name = arg;
+    /* selective: op-level recompute, alone or after a segment policy (POLICY,selective) */
+    static char base[4096];
+    size_t len = strlen(arg), sl = strlen(",selective");
+    o->selective = false;
+    if (!strcmp(arg, "selective")) {
+        o->selective = true, o->checkpoint = CK_CKPT_NONE;
+        return -1;
+    }
+    if (len > sl && len - sl < sizeof base && !strcmp(arg + len - sl, ",selective")) {
+        memcpy(base, arg, len - sl);
+        base[len - sl] = 0;
+        if (!strcmp(base, "none") || !strncmp(base, "budget:", 7) || strchr(base, ','))
+            return user_error("--checkpoint '%s': selective combines with blocks, every:K, sqrt or nodes:REGEX", arg);
+        int r = set_checkpoint(o, base);
+        o->policy_name = arg, o->selective = true;
+        return r;
+    }
     if (!strcmp(arg, "none")) o->checkpoint = CK_CKPT_NONE;
     else if (!strcmp(arg, "blocks")) o->checkpoint = CK_CKPT_BLOCKS;
     else if (!strcmp(arg, "sqrt")) o->checkpoint = CK_CKPT_SQRT;
@@ -216,7 +239,7 @@ static int set_checkpoint(ck_options *o, const char *arg) {
     } else if (!strncmp(arg, "nodes:", 6) && arg[6]) {
         o->checkpoint = CK_CKPT_NODES, o->checkpoint_regex = arg + 6;
     } else {
-        return user_error("--checkpoint '%s': expected none, blocks, every:K, sqrt or nodes:REGEX", arg);
+        return user_error("--checkpoint '%s': expected none, blocks, every:K, sqrt, nodes:REGEX, budget:SIZE, selective or POLICY,selective", arg);
     }
     return -1;
 }
@@ -305,6 +328,8 @@ static int check_flags(compile_flags *f, int argc, char **argv) {
     ck_options *o = &f->o;
     if (optind >= argc) return user_error("missing MODEL.onnx (see ckptc --help)");
     if (o->infer && (o->checkpoint != CK_CKPT_NONE || o->offload)) return user_error("--checkpoint and --offload apply to training programs, not --infer");
+    if (o->offload && o->checkpoint == CK_CKPT_NONE && o->selective)
+        return user_error("--offload moves the checkpoints of recomputed segments to the host, and selective has none; combine it with a segment policy (e.g. --checkpoint=blocks,selective)");
     if (o->offload && o->checkpoint == CK_CKPT_NONE) return user_error("--offload moves the checkpoints of a --checkpoint policy to the host; choose one (e.g. --checkpoint=blocks)");
     if (o->infer && o->data_parallel) return user_error("--data-parallel applies to training programs, not --infer");
     if (o->infer && o->update_at_end) return user_error("--update-at-end applies to training programs, not --infer");
@@ -319,6 +344,44 @@ static int check_flags(compile_flags *f, int argc, char **argv) {
     if (optind + 1 < argc) return user_error("unexpected argument '%s' (one model at a time)", argv[optind + 1]);
     if (!f->out && !f->plan_only) return user_error("missing -o DIR: where to write the program (or --plan-only)");
     return -1;
+}
+
+/* `ckptc pareto MODEL.onnx [compile flags] [--svg FILE]`: the compile flags as for a compile
+ * (no -o: nothing is written but the SVG). */
+static const char *g_pareto_svg;
+static bool g_pareto;
+static int cmd_compile(int argc, char **argv);
+
+static int cmd_pareto(int argc, char **argv) {
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    int n = 0;
+    if (!args) return user_error("out of memory");
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--svg")) {
+            if (i + 1 >= argc) {
+                free(args);
+                return user_error("option '--svg' needs a value");
+            }
+            g_pareto_svg = argv[++i];
+        } else if (!strncmp(argv[i], "--svg=", 6)) {
+            g_pareto_svg = argv[i] + 6;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            free(args);
+            fputs("usage: ckptc pareto MODEL.onnx [compile flags] [--svg FILE]\n\n"
+                  "Plans the trade-off budget:SIZE walks: for budgets from the smallest reachable peak to none's,\n"
+                  "the planned peak, the recompute FLOPs per step and what is recomputed; then none, selective,\n"
+                  "blocks, blocks,selective and sqrt as the compiler plans them. --svg draws peak against recompute\n"
+                  "FLOPs with those policies marked. The compile flags (--dim, --loss, --optimizer, ...) apply;\n"
+                  "--checkpoint is ignored.\n", stdout);
+            return 0;
+        } else {
+            args[n++] = argv[i];
+        }
+    }
+    g_pareto = true;
+    int r = cmd_compile(n, args);
+    free(args);
+    return r;
 }
 
 static int cmd_compile(int argc, char **argv) {
@@ -337,7 +400,17 @@ static int cmd_compile(int argc, char **argv) {
         li = -1;
         if ((r = set_flag(&f, c, flag, optarg)) >= 0) return r;
     }
+    if (g_pareto) f.plan_only = true; /* nothing to write but the SVG */
     if ((r = check_flags(&f, argc, argv)) >= 0) return r;
+    if (g_pareto) {
+        if (f.o.infer) return user_error("pareto: --infer has no backward to recompute");
+        ck_load_options plo = {.dims = f.dims, .n_dims = f.n_dims};
+        ck_diag pd = {0};
+        ck_status pst = ck_pareto(argv[optind], &plo, &f.o, g_pareto_svg, &pd);
+        print_diag(&pd, argv[optind]);
+        ck_diag_clear(&pd);
+        return pst ? EXIT_USER : 0;
+    }
     const char *path = argv[optind];
     char inc[4200], lib[4200];
     ckrt_paths(inc, lib, sizeof inc);
@@ -422,6 +495,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "compare")) return cmd_compare(argc - 1, argv + 1);
+    if (!strcmp(cmd, "pareto")) return cmd_pareto(argc - 1, argv + 1);
     if (cmd[0] == '-') return user_error("unknown option '%s' (see ckptc --help)", cmd);
     if (strlen(cmd) > 5 && !strcmp(cmd + strlen(cmd) - 5, ".onnx")) return cmd_compile(argc, argv);
     return user_error("unknown command '%s' (see ckptc --help)", cmd);

@@ -17,6 +17,10 @@ ck_status ck_compile(const char *path, const ck_load_options *lo, const ck_optio
  * (lib), n bytes each. */
 void ckrt_paths(char *inc, char *lib, size_t n);
 
+/* `ckptc pareto MODEL.onnx [compile flags] [--svg FILE]` (pareto.c): the budget search's trade-off
+ * between planned peak and recompute FLOPs, the named policies beside it; returns a status. */
+int ck_pareto(const char *path, const ck_load_options *lo, const ck_options *o, const char *svg_file, ck_diag *d);
+
 /* `ckptc inspect MODEL.onnx [--dim NAME=N]... [--json]` (inspect.c); returns the exit status. */
 int cmd_inspect(int argc, char **argv);
 

@@ -52,7 +52,7 @@ static void explain(const ck_graph *g) {
                 tot[2] += b;
             } else if (clone_readers[v->id]) {
                 what = "kept";
-                snprintf(why, sizeof why, "a segment checkpoint: recomputing its segment starts from it");
+                snprintf(why, sizeof why, "a checkpoint: the recompute starts from it");
                 tot[0] += b;
             } else if (readers[v->id]) {
                 what = "kept";
@@ -60,7 +60,7 @@ static void explain(const ck_graph *g) {
                 tot[0] += b;
             } else if (clone[n->id]) {
                 what = "recomputed";
-                snprintf(why, sizeof why, "freed after the forward; '%s' reruns it before its segment's backward", clone[n->id]->name);
+                snprintf(why, sizeof why, "freed after its last forward use; '%s' reruns it before the backward reads it", clone[n->id]->name);
                 tot[1] += b;
             } else {
                 continue; /* the backward never needs it: freed at its last forward use */
@@ -73,7 +73,7 @@ static void explain(const ck_graph *g) {
     free(clone), free(readers), free(clone_readers), free(offloaded);
 }
 
-static void print_plan(const ck_graph *g) {
+static void print_plan(const ck_graph *g, bool explain) {
     const ck_mem_plan *p = &g->plan;
     printf("planned peak %lld bytes (device); host pool %lld bytes\n", (long long)p->arena_bytes, (long long)p->host_bytes);
     for (int k = 0; k < CK_MEM_COUNT; k++)
@@ -100,9 +100,19 @@ static void print_plan(const ck_graph *g) {
         printf("peak at step %d of %d: '%s' (%s)\n", p->peak_step, g->n_nodes, pn->name, pn->recompute_of ? "recompute"
                : pn->phase == CK_PHASE_FORWARD ? "forward" : pn->phase == CK_PHASE_BACKWARD ? "backward" : "update");
     }
-    for (int i = 0; i < g->n_segments; i++)
+    if (g->recompute_flops || g->n_segments || g->n_selective) {
+        int64_t fwd = 0;
+        for (int i = 0; i < g->n_nodes; i++)
+            if (g->nodes[i]->phase == CK_PHASE_FORWARD && !g->nodes[i]->recompute_of) fwd += ck_node_flops(g->nodes[i]);
+        printf("recompute: %lld FLOPs per step (%.1f%% of the forward's %lld): %d segments, %d activations op-level\n",
+               (long long)g->recompute_flops, fwd ? 100.0 * (double)g->recompute_flops / (double)fwd : 0.0, (long long)fwd,
+               g->n_segments, g->n_selective);
+    }
+    for (int i = 0; i < g->n_segments; i++) {
         printf("segment %-16s %s .. %s, checkpoints %lld bytes\n", g->segments[i].name, g->segments[i].first_node,
                g->segments[i].last_node, (long long)g->segments[i].saved_bytes);
+        if (explain && g->segments[i].why) printf("        %s\n", g->segments[i].why);
+    }
 }
 
 /* Where the generated Makefile finds libckrt: this build tree when ckptc runs from it, else the
@@ -162,7 +172,7 @@ ck_status ck_compile(const char *path, const ck_load_options *lo, const ck_optio
     if (!st) st = ck_plan_search(&g, o, ck_codegen_check, &notes, d);
     for (int i = 0; i < notes.n; i++) printf("%s\n", notes.msg[i]);
     if (!st && co->explain) explain(g);
-    if (!st && co->plan_only) print_plan(g);
+    if (!st && co->plan_only) print_plan(g, co->explain);
     else if (!st) st = ck_codegen(g, o, co, d);
     if (!st && !co->plan_only) print_summary(g, co);
     ck_diag_clear(&notes);

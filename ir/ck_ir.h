@@ -257,6 +257,7 @@ typedef struct ck_segment {
     const char *name;                /* the block's scope ("/layers.3") or "segment N" */
     const char *first_node, *last_node;
     int64_t saved_bytes;             /* its checkpoints: the kept inputs its recompute reads */
+    const char *why;                 /* which unit it is and why it ends where it ends (--explain) */
 } ck_segment;
 
 /* Memory outside the arena that values' data point into, held by the graph: a read-only file
@@ -317,6 +318,8 @@ typedef struct ck_graph {
     ck_value **train_params, **train_grads;
     int n_segments;        /* segments recomputed by the checkpoint pass */
     ck_segment *segments;
+    int n_selective;       /* activations chosen for op-level recompute (selective.c) */
+    int64_t recompute_flops; /* FLOPs of every recompute clone in the schedule (checkpoint pass) */
     const struct ck_graph *borrowed; /* a clone: the graph whose names, constant data and holds it
                                       * shares (it must outlive the clone); NULL: owns its own */
     struct ck_graph *owned;          /* freed by ck_graph_free after this graph: set on the clone that

@@ -207,7 +207,13 @@ static uint64_t chunk_signature(const ck_graph *g, int from, int to) {
     return h;
 }
 
-static int segment_structure(const ck_graph *g, int nf, int *seg, int *units) {
+/* What segment_structure found for each segment it made (for --explain): its unit's kind (0, 1,
+ * ...; -1: none), which repetition of how many, and the unit's length in chunks. */
+typedef struct unit_info {
+    int kind, rep, reps, chunks;
+} unit_info;
+
+static int segment_structure(const ck_graph *g, int nf, int *seg, int *units, unit_info *info) {
     bool *cut = calloc((size_t)nf + 1, 1);
     int *start = malloc(sizeof(int) * (size_t)(nf + 2)), *unit_seg = malloc(sizeof(int) * (size_t)(nf + 1));
     CK_ASSERT(cut && start && unit_seg);
@@ -249,8 +255,10 @@ static int segment_structure(const ck_graph *g, int nf, int *seg, int *units) {
             }
         }
         if (best_s < 0) break;
-        for (int k = 0; k < best_r; k++, nseg++)
+        for (int k = 0; k < best_r; k++, nseg++) {
             for (int c = 0; c < best_p; c++) unit_seg[best_s + k * best_p + c] = nseg;
+            if (info && nseg < nf) info[nseg] = (unit_info){*units, k + 1, best_r, best_p};
+        }
         (*units)++;
     }
     if (nseg > 0) {
@@ -260,6 +268,13 @@ static int segment_structure(const ck_graph *g, int nf, int *seg, int *units) {
         for (int k = 0; k < nseg; k++) renum[k] = -1;
         for (int c = 0; c < nch; c++)
             if (unit_seg[c] >= 0 && renum[unit_seg[c]] < 0) renum[unit_seg[c]] = next++;
+        if (info) { /* into graph order too */
+            unit_info *tmp = malloc(sizeof *tmp * (size_t)(nseg + 1));
+            CK_ASSERT(tmp);
+            for (int k = 0; k < nseg; k++) tmp[renum[k]] = info[k];
+            memcpy(info, tmp, sizeof *tmp * (size_t)nseg);
+            free(tmp);
+        }
         int first_unit = -1;
         for (int c = 0; c < nch && first_unit < 0; c++)
             if (unit_seg[c] >= 0) first_unit = renum[unit_seg[c]];
@@ -275,9 +290,11 @@ static int segment_structure(const ck_graph *g, int nf, int *seg, int *units) {
     return nseg;
 }
 
-/* seg[i] for forward node i: segment number, or -1 (not checkpointed). Returns the count. */
-static int segment(const ck_graph *g, const ck_options *o, int nf, int *seg, ck_diag *d, ck_status *st) {
-    for (int i = 0; i < nf; i++) seg[i] = -1;
+/* seg[i] for forward node i: segment number, or -1 (not checkpointed). Returns the count.
+ * info[s] (room for nf): what segment_structure found, when it made the segments (kind -1
+ * otherwise). */
+static int segment(const ck_graph *g, const ck_options *o, int nf, int *seg, unit_info *info, ck_diag *d, ck_status *st) {
+    for (int i = 0; i < nf; i++) seg[i] = -1, info[i] = (unit_info){-1, 0, 0, 0};
     *st = CK_OK;
     int nseg = 0;
     switch (o->checkpoint) {
@@ -285,10 +302,11 @@ static int segment(const ck_graph *g, const ck_options *o, int nf, int *seg, ck_
     case CK_CKPT_BLOCKS:
         if (o->blocks_by_structure) {
             int units = 0;
-            nseg = segment_structure(g, nf, seg, &units);
-            if (nseg == 0) { /* nothing repeats: the sqrt segmentation */
+            nseg = segment_structure(g, nf, seg, &units, info);
+            if (nseg == 0 || o->blocks_grouped) { /* nothing repeats, or single-layer units: sqrt */
                 ck_options t = *o;
                 t.checkpoint = CK_CKPT_SQRT;
+                for (int i = 0; i < nf; i++) seg[i] = -1, info[i].kind = -1;
                 nseg = segment_cuts(g, &t, nf, seg);
             }
             break;
@@ -307,7 +325,7 @@ static int segment(const ck_graph *g, const ck_options *o, int nf, int *seg, ck_
 
 /* ---------------------------------------------------------------- recompute */
 
-static ck_node *clone_node(ck_graph *g, const ck_node *n, ck_value **in) {
+ck_node *ck_checkpoint_clone_node(ck_graph *g, const ck_node *n, ck_value **in) {
     ck_op op = n->op == CK_OP_BATCH_NORM ? CK_OP_BATCH_NORM_APPLY : n->op;
     char name[1100];
     snprintf(name, sizeof name, "%s/recompute", n->name);
@@ -453,10 +471,11 @@ typedef struct fwd_segments {
     int *vseg;                   /* per value id: the segment of its producer, or -1 */
     bool *read_outside;          /* per value id */
     int *seg_at, *seg_nodes;     /* segment s's forward nodes in order: seg_nodes[seg_at[s] .. seg_at[s + 1]) */
+    unit_info *info;             /* per segment: its structural unit (kind -1: none) */
 } fwd_segments;
 
 static void fwd_segments_free(fwd_segments *f) {
-    free(f->seg), free(f->vseg), free(f->read_outside), free(f->seg_at), free(f->seg_nodes);
+    free(f->seg), free(f->vseg), free(f->read_outside), free(f->seg_at), free(f->seg_nodes), free(f->info);
 }
 
 /* Segments g's forward (the nodes before the first backward node, as autodiff leaves them). */
@@ -467,9 +486,10 @@ static ck_status fwd_segments_init(fwd_segments *f, const ck_graph *g, const ck_
     for (int i = nf; i < nn; i++) CK_ASSERT(!is_forward(g->nodes[i])); /* forward first, as autodiff leaves it */
     f->nf = nf, f->nid = nid;
     f->seg = malloc(sizeof(int) * (size_t)(nf + 1));
-    CK_ASSERT(f->seg);
+    f->info = malloc(sizeof *f->info * (size_t)(nf + 1));
+    CK_ASSERT(f->seg && f->info);
     ck_status st;
-    f->nseg = segment(g, o, nf, f->seg, d, &st);
+    f->nseg = segment(g, o, nf, f->seg, f->info, d, &st);
     if (st) return st;
     f->vseg = malloc(sizeof(int) * (size_t)(nid + 1));
     f->read_outside = calloc((size_t)nid + 1, 1);
@@ -506,7 +526,7 @@ int ck_checkpoint_units(const ck_graph *g) {
     while (nf < g->n_nodes && is_forward(g->nodes[nf])) nf++;
     int *seg = malloc(sizeof(int) * (size_t)(nf + 1));
     CK_ASSERT(seg);
-    segment_structure(g, nf, seg, &units);
+    segment_structure(g, nf, seg, &units, NULL);
     free(seg);
     return units;
 }
@@ -539,9 +559,50 @@ void ck_checkpoint_candidates_free(ck_ckpt_candidates *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* --explain: which unit segment s is and why it ends where it ends, in g's arena. */
+static const char *describe(ck_graph *g, const ck_options *o, const fwd_segments *f, int s) {
+    int li = f->seg_nodes[f->seg_at[s + 1] - 1], nodes = f->seg_at[s + 1] - f->seg_at[s];
+    const ck_node *first = g->nodes[f->seg_nodes[f->seg_at[s]]], *next = li + 1 < f->nf ? g->nodes[li + 1] : NULL;
+    const unit_info *u = &f->info[s];
+    char unit[400], end[700];
+    size_t k = scope_key(first->name);
+    bool by_names = (o->checkpoint == CK_CKPT_BLOCKS && !o->blocks_by_structure) || o->checkpoint == CK_CKPT_BUDGET;
+    if (u->kind >= 0)
+        snprintf(unit, sizeof unit, "unit %c that the graph repeats (%d chunk%s between cut points), repetition %d of %d, %d nodes",
+                 'A' + u->kind % 26, u->chunks, u->chunks == 1 ? "" : "s", u->rep, u->reps, nodes);
+    else if (o->checkpoint == CK_CKPT_BLOCKS && o->blocks_by_structure)
+        snprintf(unit, sizeof unit, "about sqrt(n) cut points, %d nodes (%s)", nodes,
+                 o->blocks_grouped ? "layers grouped into runs: lower than one segment per repeated unit"
+                                   : "the graph repeats no unit");
+    else if (by_names && k)
+        snprintf(unit, sizeof unit, "module scope '%.*s' (%s), %d nodes", (int)k, first->name,
+                 o->block_regex && *o->block_regex ? "--block-regex" : "node names", nodes);
+    else if (o->checkpoint == CK_CKPT_NODES)
+        snprintf(unit, sizeof unit, "the nodes up to one whose name nodes:%s matches, %d nodes", o->checkpoint_regex, nodes);
+    else
+        snprintf(unit, sizeof unit, "%s cut points, %d nodes", o->checkpoint == CK_CKPT_EVERY ? "every:K" : "about sqrt(n)", nodes);
+    if (!next) {
+        snprintf(end, sizeof end, "the forward ends");
+    } else if (u->kind >= 0 && s + 1 < f->nseg && f->info[s + 1].kind == u->kind && f->info[s + 1].rep == u->rep + 1) {
+        snprintf(end, sizeof end, "the next repetition of unit %c starts at '%s'", 'A' + u->kind % 26, next->name);
+    } else if (u->kind >= 0) {
+        snprintf(end, sizeof end, "the run of unit %c ends (nodes after it that no unit covers joined it); '%s' starts %s",
+                 'A' + u->kind % 26, next->name, s + 1 < f->nseg && f->info[s + 1].kind >= 0 ? "another unit" : "the rest");
+    } else if (by_names && k && scope_key(next->name) && (scope_key(next->name) != k || strncmp(next->name, first->name, k))) {
+        snprintf(end, sizeof end, "'%s' belongs to another scope", next->name);
+    } else {
+        snprintf(end, sizeof end, "a cut point: after '%s' only its output is live, and '%s' starts the next segment",
+                 g->nodes[li]->name, next->name);
+    }
+    char *why = ck_arena_alloc(g->arena, strlen(unit) + strlen(end) + 16);
+    sprintf(why, "%s; ends: %s", unit, end);
+    return why;
+}
+
 /* The rewrite in progress: the new schedule, the clones made so far and the recompute groups. */
 typedef struct rewrite {
     ck_graph *g;
+    const ck_options *o;
     const fwd_segments *f;
     ck_node **clone;   /* by forward node id: its clone */
     ck_node **out;     /* the new schedule: out[0 .. no) */
@@ -572,7 +633,7 @@ static void clone_segment(rewrite *r, int s) {
             for (int k = 0; pc && k < u->producer->n_out && k < pc->n_out; k++)
                 if (u->producer->out[k] == u && pc->out[k]) in[q] = pc->out[k];
         }
-        ck_node *c = clone_node(g, fn, in);
+        ck_node *c = ck_checkpoint_clone_node(g, fn, in);
         g->n_nodes--; /* ck_graph_add_node appended it; we place it here instead */
         r->clone[fn->id] = c;
         r->out[r->no++] = c;
@@ -580,6 +641,7 @@ static void clone_segment(rewrite *r, int s) {
     int at = r->gpos[r->ng - 1];
     record_segment(g, g->nodes[f->seg_nodes[f->seg_at[s]]], g->nodes[f->seg_nodes[f->seg_at[s + 1] - 1]], s, r->out + at,
                    r->no - at, r->stamp, f->nid);
+    g->segments[g->n_segments - 1].why = describe(g, r->o, f, s);
 }
 
 /* Backward node b: before it, the clones of every segment it is the first to read a recomputed
@@ -604,11 +666,23 @@ static void rewrite_backward(rewrite *r, ck_node *b, const bool *skip) {
     r->out[r->no++] = b;
 }
 
+/* Sums the FLOPs of every recompute clone into g->recompute_flops. */
+static void count_recompute(ck_graph *g) {
+    g->recompute_flops = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->recompute_of) g->recompute_flops += ck_node_flops(g->nodes[i]);
+}
+
 ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
-    g->n_segments = 0;
-    if (o->infer || o->checkpoint == CK_CKPT_NONE) return CK_OK;
+    g->n_segments = 0, g->n_selective = 0, g->recompute_flops = 0;
+    if (o->infer) return CK_OK;
+    ck_status st = ck_pass_selective(g, o, d); /* op-level first: its clones are backward nodes below */
+    if (st || o->checkpoint == CK_CKPT_NONE) {
+        count_recompute(g);
+        return st;
+    }
     fwd_segments f;
-    ck_status st = fwd_segments_init(&f, g, o, d);
+    st = fwd_segments_init(&f, g, o, d);
     if (st) {
         fwd_segments_free(&f);
         return st;
@@ -617,7 +691,7 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
     bool *skip = calloc((size_t)nseg + 1, 1); /* segments the budget search leaves out */
     CK_ASSERT(skip);
     for (int k = 0; k < nseg; k++) skip[k] = o->recompute_set && (k >= o->n_recompute_set || !o->recompute_set[k]);
-    rewrite r = {.g = g, .f = &f};
+    rewrite r = {.g = g, .o = o, .f = &f};
     r.clone = calloc((size_t)g->next_node_id + 1, sizeof *r.clone);
     r.out = malloc(sizeof(ck_node *) * (size_t)(nn * 3 + 16));
     r.gpos = malloc(sizeof(int) * (size_t)(nseg + 1));
@@ -632,5 +706,6 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d) {
     if (o->offload && r.ng > 0) offload(g, f.nf, f.nid, r.gpos, r.ng);
     free(skip), free(r.clone), free(r.out), free(r.gpos), free(r.done_seg), free(r.stamp);
     fwd_segments_free(&f);
+    count_recompute(g);
     return ck_graph_verify(g, d);
 }

@@ -37,12 +37,18 @@ typedef struct ck_options {
     const char *block_regex;      /* --block-regex */
     bool blocks_by_structure;     /* blocks: repeated units of the graph itself, not scope names
                                    * (the search plans both and keeps the lower peak, search.c) */
+    bool blocks_grouped;          /* with blocks_by_structure: the cut-point chunks grouped into about
+                                   * sqrt(n) segments (single-layer units: VGG's features.N) */
     bool offload;                 /* --offload: checkpoints go to the host pool */
     const char *policy_name;      /* as the user wrote it, for reports ("blocks", "every:2") */
     int64_t budget;               /* budget:SIZE, bytes */
     const bool *recompute_set;    /* when set: only these candidate segments are recomputed (the
                                    * budget search's tries, search.c) */
     int n_recompute_set;
+    bool selective;               /* --checkpoint=selective, or POLICY,selective: op-level recompute
+                                   * (selective.c), alone or with a segment policy */
+    const bool *selective_set;    /* when set: only these op-level candidates (the budget search's) */
+    int n_selective_set;
     /* BatchNormalization's running variance: the ONNX spec updates it with the biased batch
      * variance, PyTorch with the unbiased one, and PyTorch's exporter does not say which the model
      * meant. -1 (default): unbiased when the model's producer is PyTorch, else biased; 0/1 force. */
@@ -124,6 +130,24 @@ typedef struct ck_ckpt_candidates {
 } ck_ckpt_candidates;
 ck_status ck_checkpoint_candidates(const ck_graph *g, const ck_options *o, ck_ckpt_candidates *c, ck_diag *d);
 void ck_checkpoint_candidates_free(ck_ckpt_candidates *c);
+/* The clone of forward node n reading in[] (checkpoint.c): same attributes, Dropout's RNG key,
+ * BatchNormalization as ckptc.BatchNormApply; phase backward, recompute_of set; not placed (the
+ * caller lays it out). */
+ck_node *ck_checkpoint_clone_node(ck_graph *g, const ck_node *n, ck_value **in);
+
+/* Op-level recompute (selective.c): the activations the backward reads that are recomputed from
+ * kept ones, in the order the greedy chose them; per candidate its value id, the FLOPs of its cone
+ * (the nodes rerun for it when it was chosen) and the bytes it frees. Any subset is a valid rewrite (o->selective_set). */
+typedef struct ck_sel_candidates {
+    int n;
+    int *value, *node; /* the activation's id, its producer's id */
+    int64_t *flops, *bytes;
+} ck_sel_candidates;
+ck_status ck_selective_candidates(const ck_graph *g, const ck_options *o, ck_sel_candidates *c);
+void ck_selective_candidates_free(ck_sel_candidates *c);
+/* With o->selective: the rewrite (run by ck_pass_checkpoint before the segments' own). */
+ck_status ck_pass_selective(ck_graph *g, const ck_options *o, ck_diag *d);
+
 /* How many kinds of unit the forward of g repeats (blocks by structure, checkpoint.c). */
 int ck_checkpoint_units(const ck_graph *g);
 
@@ -137,6 +161,24 @@ int ck_checkpoint_units(const ck_graph *g);
  * what cannot run before any planning). What the search chose is added to notes, one line each. */
 typedef ck_status (*ck_check_fn)(const ck_graph *g, const ck_options *o, ck_diag *d);
 ck_status ck_plan_search(ck_graph **g, const ck_options *o, ck_check_fn check, ck_diag *notes, ck_diag *d);
+
+/* The trade-off the budget search walks (search.c): its candidates (op-level and segments) in its
+ * order, most bytes per FLOP first, and per prefix of that order (every one up to 48 candidates,
+ * 48 spread evenly beyond) the planned peak and the recompute FLOPs. trained as for
+ * ck_plan_search; o's checkpoint policy is ignored (the budget's candidates are used). */
+typedef struct ck_curve_point {
+    int64_t peak, flops;
+    int candidates, segments, selective; /* prefix length; segments and activations recomputed */
+} ck_curve_point;
+typedef struct ck_curve {
+    int n, n_candidates;
+    ck_curve_point *pt;
+} ck_curve;
+ck_status ck_plan_curve(const ck_graph *trained, const ck_options *o, ck_curve *c, ck_diag *d);
+/* The exact optimum budget:SIZE approximates: every subset of the candidates (at most max, and
+ * 20) planned; c->pt[mask] for the subset whose bits mask sets (peak -1: it did not plan).
+ * More candidates: CK_ERR_USAGE, c->n_candidates says how many. */
+ck_status ck_budget_subsets(const ck_graph *trained, const ck_options *o, int max, ck_curve *c, ck_diag *d);
 
 /* Dropout's effective ratio: 0 when it drops nothing (training_mode absent or false, ratio 0,
  * or --disable-dropout); -1 when the ratio or the mode is not a compile-time constant. */

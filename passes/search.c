@@ -9,14 +9,19 @@
  * nothing to choose (no budget, no --offload, data parallel with its bucket and schedule given),
  * the one plan is made on the trained graph itself, without a clone.
  *
- *   budget:SIZE      candidates are the blocks policy's segments (cut points when names carry no
- *                    blocks), ordered by activation bytes per FLOP (most memory for the least
- *                    recompute first; ties in graph order). The recompute set is always a prefix
- *                    of that order: the shortest prefix whose plan fits, searched with full plans:
- *                    a first guess from the segments' byte counts, then bisection between a prefix
- *                    that does not fit and one that does. Peaks are not strictly monotone in the
- *                    prefix length (placement), so the bisection may stop at a slightly longer
- *                    prefix than the shortest; at most 9 plans in all (none, all, 7 tries).
+ *   budget:SIZE      candidates are op-level ones (selective.c, one per producer node) and the
+ *                    blocks policy's segments (cut points when names carry no blocks), ranked by
+ *                    activation bytes per FLOP, op-level first. A walk (walk(), shared with the
+ *                    trade-off curve of `ckptc pareto`) plans candidate sets from none towards
+ *                    the smallest peak: greedy on real plans up to 24 candidates (the one lowering
+ *                    the peak most per FLOP among the next 8, swaps when none does), prefixes of
+ *                    the ranking beyond (at most 48 plans). The first set within SIZE (or one of
+ *                    the next 8 with fewer FLOPs) is then pruned: each candidate dropped, then
+ *                    one-for-one swaps (small sets), while the plan still fits with fewer FLOPs.
+ *                    tests/test_budget.c holds it within 10% of the exact optimum (every subset
+ *                    planned) on small graphs.
+ *   selective        must never raise the planned peak either: the plan without op-level
+ *                    recompute is made too and kept when lower (a note says so).
  *   --offload        must never raise the device peak: when the plan without it is lower (the
  *                    placement can lose to fragmentation what the shorter lifetimes win), the
  *                    checkpoints stay on the device.
@@ -25,7 +30,9 @@
  *                    unless all buckets after the backward plan a lower peak.
  *   blocks           the module scopes of node names and the units the graph itself repeats are
  *                    both planned, the lower peak kept (the names on a tie); with no repeated unit
- *                    the structural try is the sqrt segmentation.
+ *                    the structural try is the sqrt segmentation; when the graph repeats units, a
+ *                    third try groups its cut-point chunks into about sqrt(n) runs (single-layer
+ *                    units such as VGG's), kept when lower.
  *   --clip-grad-norm  its updates run after the whole backward; a second plan with early updates
  *                    says what that costs (a note, nothing chosen).
  * What the search chose goes to the caller's notes, one line each (the CLI prints them).
@@ -63,7 +70,7 @@ static ck_status plan_try(const search *s, const ck_options *o, ck_graph **out, 
 
 /* Is there nothing to choose, so that one plan of the trained graph itself settles it? */
 static bool one_try(const ck_options *o) {
-    if (o->checkpoint == CK_CKPT_BUDGET || o->offload || o->clip_grad_norm > 0) return false;
+    if (o->checkpoint == CK_CKPT_BUDGET || o->offload || o->clip_grad_norm > 0 || o->selective) return false;
     if (o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex)) return false; /* names or structure */
     return !o->data_parallel || (o->dp_bucket_bytes > 0 && o->dp_overlap >= 0);
 }
@@ -79,6 +86,24 @@ static bool plan_quietly(const search *s, const ck_options *o, ck_graph **out) {
 
 /* ---------------------------------------------------------------- budget:SIZE */
 
+/* The budget's candidates: op-level ones (selective.c) first, then segments (the blocks policy's
+ * by names, cut points without them); their FLOPs and bytes; order: most bytes per FLOP first
+ * (ties in that numbering). A set of them is a try: segments in recompute_set, the op-level ones
+ * in selective_set. */
+typedef struct bcands {
+    int n, n_op;            /* candidates; [0, n_op) op-level: one per producer node (the outputs of
+                             * one node share its clone: a LayerNorm's y, mean and rstd) */
+    int64_t *flops, *bytes;
+    int *order;
+    int n_act, *unit;       /* per op-level activation of ck_selective_candidates: its candidate */
+    bool *segbits, *opbits;
+} bcands;
+
+static void bcands_free(bcands *b) {
+    free(b->flops), free(b->bytes), free(b->order), free(b->segbits), free(b->opbits), free(b->unit);
+    memset(b, 0, sizeof *b);
+}
+
 typedef struct ranked {
     double score; /* activation bytes per FLOP */
     int k;        /* the candidate */
@@ -89,47 +114,263 @@ static int by_score(const void *pa, const void *pb) {
     return a->score > b->score ? -1 : a->score < b->score ? 1 : a->k - b->k;
 }
 
-/* order[0 .. c->n): candidates, most activation bytes per FLOP first, ties in graph order */
-static int *rank_candidates(const ck_ckpt_candidates *c) {
-    ranked *r = malloc(sizeof *r * (size_t)(c->n + 1));
-    int *order = malloc(sizeof(int) * (size_t)(c->n + 1));
-    CK_ASSERT(r && order);
-    for (int k = 0; k < c->n; k++) r[k] = (ranked){(double)c->bytes[k] / (double)(c->flops[k] + 1), k};
-    qsort(r, (size_t)c->n, sizeof *r, by_score);
-    for (int k = 0; k < c->n; k++) order[k] = r[k].k;
-    free(r);
-    return order;
+/* The op-level candidates come first: a segment's bytes count every activation in it, also
+ * those the op-level ones free already, so its own score overstates what it adds to them. */
+#define CK_SEGMENT_RANK (-1e30)
+
+static ck_status bcands_init(const ck_graph *trained, const ck_options *o, bcands *b, ck_diag *d) {
+    memset(b, 0, sizeof *b);
+    ck_options t = *o;
+    t.checkpoint = CK_CKPT_BUDGET, t.selective = true, t.selective_set = NULL, t.recompute_set = NULL;
+    ck_sel_candidates sc;
+    ck_ckpt_candidates cc;
+    ck_selective_candidates(trained, &t, &sc);
+    ck_status st = ck_checkpoint_candidates(trained, &t, &cc, d);
+    if (!st) {
+        size_t n = (size_t)sc.n + (size_t)cc.n + 1;
+        b->flops = calloc(n, sizeof *b->flops), b->bytes = calloc(n, sizeof *b->bytes), b->order = malloc(n * sizeof(int));
+        b->segbits = calloc((size_t)cc.n + 1, 1), b->opbits = calloc((size_t)sc.n + 1, 1);
+        b->unit = malloc(((size_t)sc.n + 1) * sizeof(int)), b->n_act = sc.n;
+        ranked *r = malloc(n * sizeof *r);
+        CK_ASSERT(b->flops && b->bytes && b->order && b->segbits && b->opbits && b->unit && r);
+        for (int a = 0; a < sc.n; a++) { /* one candidate per producer node */
+            b->unit[a] = -1;
+            for (int q = 0; q < a && b->unit[a] < 0; q++)
+                if (sc.node[q] == sc.node[a]) b->unit[a] = b->unit[q];
+            if (b->unit[a] < 0) b->unit[a] = b->n_op++;
+            b->bytes[b->unit[a]] += sc.bytes[a];
+            if (sc.flops[a] > b->flops[b->unit[a]]) b->flops[b->unit[a]] = sc.flops[a];
+        }
+        b->n = b->n_op + cc.n;
+        for (int k = 0; k < b->n; k++) {
+            if (k >= b->n_op) b->flops[k] = cc.flops[k - b->n_op], b->bytes[k] = cc.bytes[k - b->n_op];
+            r[k] = (ranked){(double)b->bytes[k] / (double)(b->flops[k] + 1), k};
+            if (k >= b->n_op) r[k].score += CK_SEGMENT_RANK;
+        }
+        qsort(r, (size_t)b->n, sizeof *r, by_score);
+        for (int k = 0; k < b->n; k++) b->order[k] = r[k].k;
+        free(r);
+    }
+    ck_selective_candidates_free(&sc);
+    ck_checkpoint_candidates_free(&cc);
+    return st;
 }
 
-/* The shortest prefix of order that fits, searched with the real planner as judge: the first
- * guess covers the excess with the segments' own byte counts, then bisection between a prefix
- * that does not fit (none: 0) and one that does (all: n). A recompute set is a prefix, so a
- * larger budget never gets a longer one; at most 7 plans. *best becomes the fitting plan found
- * (if any); returns the prefix length chosen (0: none fitted). */
-static int bisect_prefix(const search *s, const ck_options *o, const ck_ckpt_candidates *c, const int *order, int64_t none_peak,
-                         ck_graph **best) {
-    int nc = c->n, chosen = 0, no_fit = 0, fit = nc, k = 0;
-    bool *set = calloc((size_t)nc + 1, 1);
-    CK_ASSERT(set);
-    int64_t freed = 0, need = none_peak - o->budget;
-    while (k < nc && freed < need) freed += c->bytes[order[k++]];
-    for (int round = 0; round < 7 && fit - no_fit > 1; round++) {
-        if (round > 0 || k <= no_fit || k >= fit) k = no_fit + (fit - no_fit) / 2;
-        for (int j = 0; j < nc; j++) set[order[j]] = j < k;
-        ck_options t = *o;
-        t.recompute_set = set, t.n_recompute_set = nc;
+/* The options of the try recomputing the candidates on[] (by candidate number). */
+static ck_options bcands_try(bcands *b, const ck_options *o, const bool *on) {
+    ck_options t = *o;
+    for (int a = 0; a < b->n_act; a++) b->opbits[a] = on[b->unit[a]];
+    for (int k = b->n_op; k < b->n; k++) b->segbits[k - b->n_op] = on[k];
+    t.checkpoint = CK_CKPT_BUDGET;
+    t.recompute_set = b->segbits, t.n_recompute_set = b->n - b->n_op;
+    t.selective = b->n_act > 0, t.selective_set = b->opbits, t.n_selective_set = b->n_act;
+    return t;
+}
+
+/* The prefixes of the order the search plans: every length when there are at most CK_CURVE_MAX
+ * candidates, else CK_CURVE_MAX lengths spread evenly (and all of them). Returns the count. */
+#define CK_CURVE_MAX 48
+static int prefix_lengths(int n, int *len) {
+    int m = 0;
+    if (n <= CK_CURVE_MAX) {
+        for (int k = 0; k <= n; k++) len[m++] = k;
+    } else {
+        for (int i = 0; i <= CK_CURVE_MAX; i++) len[m++] = (int)((int64_t)n * i / CK_CURVE_MAX);
+    }
+    return m;
+}
+
+/* The walk the budget search and the trade-off curve share: a sequence of candidate sets, each
+ * planned, from none to as much recompute as helps. Up to CK_GREEDY_MAX candidates it is greedy
+ * on real plans: at each step the next CK_WINDOW candidates of the order not taken yet are tried
+ * one at a time; the one lowering the peak most per FLOP is taken, or, when none lowers it, the
+ * first that does not raise it (a step on which later ones may build); the walk ends when each
+ * raises it. When no single candidate lowers the peak, one taken is first tried swapped for one
+ * of the window (swap). Beyond CK_GREEDY_MAX (big graphs, where each plan costs) the sets are prefixes of
+ * the order (prefix_lengths). Each set reached is handed to visit, which says whether to stop.
+ * The sequence does not depend on the budget, so a larger budget stops no later. */
+#define CK_GREEDY_MAX 24
+#define CK_WINDOW 8
+typedef struct walker {
+    int64_t budget;      /* stop at the first set within it (-1: walk to the end) */
+    ck_graph *hit;       /* that set's plan */
+    int after_hit;       /* sets visited since the first within the budget */
+    bool stopped;        /* visit said stop */
+    bool *hit_on;        /* that set */
+    ck_graph *smallest;  /* the lowest peak seen when nothing fits */
+    ck_curve *curve;     /* every set's point, when set */
+} walker;
+
+/* One set reached; true: stop. Takes g. */
+static bool visit(walker *w, ck_graph *g, const bool *on, int n, int taken) {
+    if (w->curve)
+        w->curve->pt[w->curve->n++] = (ck_curve_point){.peak = g->plan.arena_bytes, .flops = g->recompute_flops,
+                                                       .candidates = taken, .segments = g->n_segments, .selective = g->n_selective};
+    if (w->budget >= 0 && g->plan.arena_bytes <= w->budget) {
+        /* the first set within the budget, or one of the next CK_WINDOW that fits with fewer FLOPs
+         * (clones shared between candidates make FLOPs not additive) */
+        if (!w->hit || g->recompute_flops < w->hit->recompute_flops) {
+            ck_graph_free(w->hit);
+            w->hit = g;
+            memcpy(w->hit_on, on, (size_t)n);
+        } else {
+            ck_graph_free(g);
+        }
+        return ++w->after_hit > CK_WINDOW;
+    }
+    if (w->hit) {
+        ck_graph_free(g);
+        return true;
+    }
+    if (!w->smallest || g->plan.arena_bytes < w->smallest->plan.arena_bytes) {
+        ck_graph_free(w->smallest);
+        w->smallest = g;
+    } else {
+        ck_graph_free(g);
+    }
+    return false;
+}
+
+static bool plan_set(const search *s, const ck_options *o, bcands *b, const bool *on, ck_graph **g) {
+    ck_options t = bcands_try(b, o, on);
+    return plan_quietly(s, &t, g);
+}
+
+/* When no single candidate lowers the peak: one taken candidate out and one of the next
+ * CK_WINDOW in: the swap lowering the peak most is made (visited); false when none does. */
+static bool swap(const search *s, const ck_options *o, bcands *b, bool *on, int64_t *cur, walker *w, int taken) {
+    int best_out = -1, best_in = -1, tried_out = 0;
+    ck_graph *best_g = NULL;
+    for (int t = 0; t < b->n && tried_out < 2 * CK_WINDOW; t++) {
+        if (!on[t]) continue;
+        tried_out++;
+        on[t] = false;
+        for (int j = 0, tried = 0; j < b->n && tried < CK_WINDOW; j++) {
+            int k = b->order[j];
+            if (on[k] || k == t) continue;
+            tried++;
+            on[k] = true;
+            ck_graph *g = NULL;
+            bool ok = plan_set(s, o, b, on, &g);
+            on[k] = false;
+            if (ok && g->plan.arena_bytes < *cur && (!best_g || g->plan.arena_bytes < best_g->plan.arena_bytes)) {
+                ck_graph_free(best_g);
+                best_g = g, best_out = t, best_in = k;
+            } else {
+                ck_graph_free(g);
+            }
+        }
+        on[t] = true;
+    }
+    if (!best_g) return false;
+    on[best_out] = false, on[best_in] = true;
+    *cur = best_g->plan.arena_bytes;
+    w->stopped = visit(w, best_g, on, b->n, taken);
+    return true;
+}
+
+static void walk_greedy(const search *s, const ck_options *o, bcands *b, int64_t none_peak, walker *w, bool *on) {
+    int64_t cur = none_peak;
+    for (int taken = 1; taken <= b->n; taken++) {
+        int pick = -1, tried = 0;
+        double pick_score = 0;
+        ck_graph *pick_g = NULL;
+        for (int j = 0; j < b->n && tried < CK_WINDOW; j++) {
+            int k = b->order[j];
+            if (on[k]) continue;
+            tried++;
+            on[k] = true;
+            ck_graph *g = NULL;
+            bool ok = plan_set(s, o, b, on, &g);
+            on[k] = false;
+            int64_t p = ok ? g->plan.arena_bytes : INT64_MAX;
+            double score = p < cur ? (double)(cur - p) / (double)(g->recompute_flops + 1) : p == cur ? 0 : -1;
+            if (score > pick_score || (pick < 0 && score == 0)) {
+                ck_graph_free(pick_g);
+                pick = k, pick_score = score, pick_g = g;
+            } else {
+                ck_graph_free(g);
+            }
+        }
+        if (pick_score <= 0 && swap(s, o, b, on, &cur, w, taken)) { /* nothing lowers the peak: a swap may */
+            ck_graph_free(pick_g);
+            if (w->stopped) return;
+            continue;
+        }
+        if (pick < 0) break;
+        on[pick] = true;
+        cur = pick_g->plan.arena_bytes;
+        if (visit(w, pick_g, on, b->n, taken)) return;
+    }
+}
+
+static void walk_prefixes(const search *s, const ck_options *o, bcands *b, walker *w, bool *on) {
+    int *len = malloc(sizeof(int) * (CK_CURVE_MAX + 2)), m = prefix_lengths(b->n, len);
+    CK_ASSERT(len);
+    for (int i = 1; i < m; i++) {
+        for (int j = 0; j < b->n; j++) on[b->order[j]] = j < len[i];
         ck_graph *g = NULL;
-        if (plan_quietly(s, &t, &g) && g->plan.arena_bytes <= o->budget) {
+        if (!plan_set(s, o, b, on, &g)) {
+            ck_graph_free(g);
+            continue;
+        }
+        if (visit(w, g, on, b->n, len[i])) break;
+    }
+    free(len);
+}
+
+static void walk(const search *s, const ck_options *o, bcands *b, int64_t none_peak, walker *w) {
+    bool *on = calloc((size_t)b->n + 1, 1);
+    CK_ASSERT(on);
+    if (b->n <= CK_GREEDY_MAX) walk_greedy(s, o, b, none_peak, w, on);
+    else walk_prefixes(s, o, b, w, on);
+    free(on);
+}
+
+/* Reverse delete: the set on[] fits; each of its candidates, the costliest first (at most
+ * CK_PRUNE_TRIES), is dropped when the plan without it still fits with fewer FLOPs; then, with at
+ * most CK_GREEDY_MAX candidates, one-for-one swaps while one fits with fewer FLOPs. *best: the
+ * last plan that fitted. */
+#define CK_PRUNE_TRIES 24
+static void prune(const search *s, const ck_options *o, bcands *b, bool *on, ck_graph **best) {
+    ranked *r = malloc(sizeof *r * ((size_t)b->n + 1));
+    CK_ASSERT(r);
+    int k = 0;
+    for (int j = 0; j < b->n; j++)
+        if (on[j]) r[k++] = (ranked){(double)b->flops[j], j};
+    qsort(r, (size_t)k, sizeof *r, by_score);
+    for (int j = 0; j < k && j < CK_PRUNE_TRIES; j++) {
+        on[r[j].k] = false;
+        ck_graph *g = NULL;
+        if (plan_set(s, o, b, on, &g) && g->plan.arena_bytes <= o->budget && g->recompute_flops < (*best)->recompute_flops) {
             ck_graph_free(*best);
             *best = g;
-            chosen = fit = k;
         } else {
-            no_fit = k;
+            on[r[j].k] = true;
             ck_graph_free(g);
         }
     }
-    free(set);
-    return chosen;
+    free(r);
+    if (b->n > CK_GREEDY_MAX) return;
+    /* then swaps, one out and one in, while one fits with fewer FLOPs (small candidate sets) */
+    for (bool better = true; better;) {
+        better = false;
+        for (int t = 0; t < b->n && !better; t++) {
+            if (!on[t]) continue;
+            for (int u = 0; u < b->n && !better; u++) {
+                if (on[u]) continue;
+                on[t] = false, on[u] = true;
+                ck_graph *g = NULL;
+                if (plan_set(s, o, b, on, &g) && g->plan.arena_bytes <= o->budget && g->recompute_flops < (*best)->recompute_flops) {
+                    ck_graph_free(*best);
+                    *best = g, better = true;
+                } else {
+                    on[t] = true, on[u] = false;
+                    ck_graph_free(g);
+                }
+            }
+        }
+    }
 }
 
 /* budget:SIZE cannot be met: the smallest peak reached (m), and what holds it. */
@@ -152,8 +393,8 @@ static void budget_missed(const ck_options *o, const ck_graph *m, int64_t none_p
 
 static ck_status plan_budget(const search *s, const ck_options *o, ck_graph **out, ck_diag *d) {
     ck_options t = *o;
-    t.checkpoint = CK_CKPT_NONE;
-    ck_graph *best = NULL, *all = NULL;
+    t.checkpoint = CK_CKPT_NONE, t.selective = false;
+    ck_graph *best = NULL;
     ck_status st = plan_try(s, &t, &best, d);
     *out = best;
     if (st || best->plan.arena_bytes <= o->budget) {
@@ -162,36 +403,89 @@ static ck_status plan_budget(const search *s, const ck_options *o, ck_graph **ou
         return st;
     }
     int64_t none_peak = best->plan.arena_bytes;
-    ck_ckpt_candidates c;
-    st = ck_checkpoint_candidates(s->trained, o, &c, d);
-    if (!st) st = plan_try(s, o, &all, d); /* every candidate recomputed */
-    if (st) {
+    bcands b;
+    st = bcands_init(s->trained, o, &b, d);
+    walker w = {.budget = o->budget, .hit_on = calloc((size_t)b.n + 1, 1)};
+    CK_ASSERT(w.hit_on);
+    if (!st) walk(s, o, &b, none_peak, &w);
+    if (w.hit) {
         ck_graph_free(best);
-        ck_checkpoint_candidates_free(&c);
-        *out = all;
-        return st;
+        best = w.hit;
+        prune(s, o, &b, w.hit_on, &best);
     }
-    int nc = c.n, chosen = 0;
-    int *order = rank_candidates(&c);
-    if (all->plan.arena_bytes <= o->budget) chosen = bisect_prefix(s, o, &c, order, none_peak, &best);
-    if (all->plan.arena_bytes < best->plan.arena_bytes && best->plan.arena_bytes > o->budget && all->plan.arena_bytes <= o->budget) {
-        ck_graph_free(best);
-        best = all;
-        all = NULL;
-        chosen = nc;
-    }
-    if (best->plan.arena_bytes > o->budget) {
-        budget_missed(o, all && all->plan.arena_bytes < best->plan.arena_bytes ? all : best, none_peak, d);
+    if (!st && !w.hit) {
+        budget_missed(o, w.smallest && w.smallest->plan.arena_bytes < best->plan.arena_bytes ? w.smallest : best, none_peak, d);
         st = CK_ERR_USAGE;
-    } else {
-        ck_diag_add(s->notes, "ckptc: budget %lld bytes: recomputing %d of %d segments; planned peak %lld (no recompute: %lld)",
-                    (long long)o->budget, chosen, nc, (long long)best->plan.arena_bytes, (long long)none_peak);
+    } else if (!st) {
+        ck_diag_add(s->notes, "ckptc: budget %lld bytes: recomputing %d segments and %d activations op-level (of %d candidates), "
+                    "%lld FLOPs; planned peak %lld (no recompute: %lld)", (long long)o->budget, best->n_segments,
+                    best->n_selective, b.n, (long long)best->recompute_flops, (long long)best->plan.arena_bytes, (long long)none_peak);
     }
-    ck_graph_free(all);
-    free(order);
-    ck_checkpoint_candidates_free(&c);
+    ck_graph_free(w.smallest);
+    free(w.hit_on);
+    bcands_free(&b);
     *out = best;
     return st;
+}
+
+/* ---------------------------------------------------------------- the trade-off curve */
+
+ck_status ck_plan_curve(const ck_graph *trained, const ck_options *o, ck_curve *c, ck_diag *d) {
+    memset(c, 0, sizeof *c);
+    search s = {.trained = trained};
+    bcands b;
+    ck_status st = bcands_init(trained, o, &b, d);
+    if (st) return st;
+    ck_options t = *o;
+    t.checkpoint = CK_CKPT_NONE, t.selective = false;
+    ck_graph *g = NULL;
+    c->pt = calloc((size_t)b.n + CK_CURVE_MAX + 2, sizeof *c->pt);
+    CK_ASSERT(c->pt);
+    c->n_candidates = b.n;
+    walker w = {.budget = -1, .curve = c};
+    if (plan_quietly(&s, &t, &g)) {
+        int64_t none_peak = g->plan.arena_bytes;
+        visit(&w, g, NULL, 0, 0);
+        walk(&s, o, &b, none_peak, &w);
+    } else {
+        ck_graph_free(g);
+    }
+    ck_graph_free(w.smallest);
+    bcands_free(&b);
+    return CK_OK;
+}
+
+/* Every subset of the candidates planned (at most max, and 20): c->pt[mask] is the plan of the
+ * subset whose bits mask sets (candidates numbered as the search numbers them). For the tests
+ * that hold the search against the optimum. */
+ck_status ck_budget_subsets(const ck_graph *trained, const ck_options *o, int max, ck_curve *c, ck_diag *d) {
+    memset(c, 0, sizeof *c);
+    search s = {.trained = trained};
+    bcands b;
+    ck_status st = bcands_init(trained, o, &b, d);
+    if (st) return st;
+    c->n_candidates = b.n;
+    if (b.n > max || b.n > 20) {
+        bcands_free(&b);
+        ck_diag_add(d, "ck_budget_subsets: %d candidates, at most %d", c->n_candidates, max < 20 ? max : 20);
+        return CK_ERR_USAGE;
+    }
+    bool *on = calloc((size_t)b.n + 1, 1);
+    c->pt = calloc((size_t)1 << b.n, sizeof *c->pt);
+    CK_ASSERT(on && c->pt);
+    for (uint32_t mask = 0; mask < (1u << b.n); mask++) {
+        for (int k = 0; k < b.n; k++) on[k] = mask >> k & 1;
+        ck_options t = bcands_try(&b, o, on);
+        ck_graph *g = NULL;
+        ck_curve_point *p = &c->pt[c->n++];
+        *p = (ck_curve_point){.peak = -1, .candidates = __builtin_popcount(mask)};
+        if (plan_quietly(&s, &t, &g))
+            p->peak = g->plan.arena_bytes, p->flops = g->recompute_flops, p->segments = g->n_segments, p->selective = g->n_selective;
+        ck_graph_free(g);
+    }
+    free(on);
+    bcands_free(&b);
+    return CK_OK;
 }
 
 /* ---------------------------------------------------------------- --offload */
@@ -319,11 +613,51 @@ static void plan_blocks(const search *s, ck_options *o, ck_graph **g) {
         *g = g2;
         g2 = NULL;
         o->blocks_by_structure = true;
+    }
+    ck_graph_free(g2);
+    g2 = NULL;
+    /* units of one or two layers (VGG's features.N, a stack of convolutions) make segments too
+     * short to pay: the cut-point chunks grouped into about sqrt(n) runs, kept when lower */
+    t = *o;
+    t.blocks_by_structure = true, t.blocks_grouped = true;
+    if (units && plan_quietly(s, &t, &g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
+        ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: its layers grouped into about sqrt(n) runs between cut points (%d segments "
+                    "recomputed) plan a lower peak than one segment per unit the graph repeats (%d kind%s) or per module scope "
+                    "(%lld < %lld bytes)", g2->n_segments, units, units == 1 ? "" : "s", (long long)g2->plan.arena_bytes,
+                    (long long)(*g)->plan.arena_bytes);
+        ck_graph_free(*g);
+        *g = g2;
+        g2 = NULL;
+        o->blocks_by_structure = true, o->blocks_grouped = true;
     } else if ((*g)->n_segments == 0) {
         ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: no segmentation lowers the planned peak (module scopes, %d repeated "
                     "units, sqrt): nothing is recomputed", units);
     }
     ck_graph_free(g2);
+}
+
+/* selective (alone or POLICY,selective) must never raise the planned peak: the greedy estimates
+ * bytes, the placement decides. The plan without it is made too, and kept when lower. */
+static void plan_selective(const search *s, ck_options *o, ck_graph **g) {
+    bool both = o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex); /* names and structure */
+    int64_t with = (*g)->plan.arena_bytes;
+    ck_options first = *o;
+    for (int k = 0; k < (both ? 2 : 1); k++) {
+        ck_options t = first;
+        t.selective = false;
+        if (k == 1) t.blocks_by_structure = !first.blocks_by_structure, t.blocks_grouped = false;
+        ck_graph *g2 = NULL;
+        if (plan_quietly(s, &t, &g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
+            ck_graph_free(*g);
+            *g = g2;
+            g2 = NULL;
+            *o = t;
+        }
+        ck_graph_free(g2);
+    }
+    if (!o->selective)
+        ck_diag_add(s->notes, "ckptc: selective: op-level recompute would raise the planned peak here (%lld > %lld bytes): "
+                    "not applied", (long long)with, (long long)(*g)->plan.arena_bytes);
 }
 
 ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn check, ck_diag *notes, ck_diag *d) {
@@ -333,6 +667,7 @@ ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn chec
     if (one_try(o)) return plan_passes(&s, trained, o, d); /* no clone: nothing else to try */
     ck_status st = o->checkpoint == CK_CKPT_BUDGET ? plan_budget(&s, o, &g, d) : plan_try(&s, o, &g, d);
     if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->infer) plan_blocks(&s, o, &g);
+    if (!st && o->selective && o->checkpoint != CK_CKPT_BUDGET && !o->infer) plan_selective(&s, o, &g);
     if (!st && o->offload && o->checkpoint != CK_CKPT_BUDGET) plan_offload(&s, o, &g);
     if (!st) plan_data_parallel(&s, o, &g);
     if (!st && o->clip_grad_norm > 0 && g && g->loss) note_clip_cost(&s, o, g);
