@@ -3,7 +3,7 @@ hand-written language models (GPT-2-, LLaMA- and BERT-style), for tests/zoo/zoo_
 
 Each entry of MODELS is a Spec: the family, a builder returning the torch module, its inputs
 (name, shape, dtype, range) and notes. Sizes are cut down (batch 2, 32x32 to 64x64 images where
-the architecture allows, 64x64 for the networks with BatchNorm so that their last stage is at least
+the architecture allows, 64x64 for the networks with BatchNorm (107x107 for Inception-v3) so that their last stage is at least
 2x2, narrow widths, few blocks) so that a model exports, compiles and trains
 in seconds; the architecture of each family (its block types, normalizations, activations,
 attention, pooling) is kept. Where torchvision's constructor fixes a size the export needs cut
@@ -149,8 +149,8 @@ MODELS = [
     Spec("efficientnet", "efficientnet", efficientnet, IMG(64), bn=True, notes="b0 at width 0.25, depth 0.34"),
     Spec("efficientnet_v2", "efficientnet_v2", efficientnet_v2, IMG(64), bn=True, notes="v2-s stages at 1/4 width, 1 layer each"),
     Spec("googlenet", "googlenet", googlenet, IMG(64), bn=True, notes="torchvision's googlenet, no aux heads"),
-    Spec("inception_v3", "inception_v3", inception_v3, IMG(171), bn=True,
-         notes="torchvision's inception_v3 at 171x171 (its last stage 4x4), no aux head"),
+    Spec("inception_v3", "inception_v3", inception_v3, IMG(107), bn=True,
+         notes="torchvision's inception_v3 at 107x107 (its last stage 2x2), no aux head"),
     Spec("maxvit", "maxvit", maxvit, IMG(64), bn=True, notes="2 stages of 1 block, partition 2, 16-32 channels"),
     Spec("mnasnet", "mnasnet", _tv_plain("mnasnet0_5"), IMG(64), bn=True, notes="mnasnet0_5"),
     Spec("mobilenet_v2", "mobilenet_v2", _tv_plain("mobilenet_v2", width_mult=0.25), IMG(64), bn=True, notes="width 0.25"),
