@@ -1,6 +1,7 @@
 /* cpu_dense.c — GEMM-backed and windowed kernels on the CPU: Gemm, MatMul (one cblas_sgemm per
- * batch entry, or one for the whole batch when the right operand is shared), Conv (im2col into
- * the planned workspace, then one GEMM per image and group) and the pools (the bodies of
+ * batch entry, or one for the whole batch when the right operand is shared), Conv (through oneDNN
+ * where it takes it, cpu_dnnl.c; otherwise im2col into the planned workspace, then one GEMM per
+ * image and group) and the pools (the bodies of
  * ckrt_kernels_move.h, one output element per iteration).
  *
  * Determinism: OpenBLAS's level-3 threading splits the output over M and N, never over K, so
@@ -8,6 +9,7 @@
  */
 #include "ckrt.h"
 #include "ckrt_kernels_move.h"
+#include "ckrt_dnnl.h"
 #include "cpu_conv.h"
 
 #include <cblas.h>
@@ -65,6 +67,13 @@ int ckrt_matmul(ckrt_ctx *c, float *y, const float *a, const float *b, int64_t M
 int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float *b, float *ws, int nsp, int64_t N,
               int64_t C, int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
               const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
+    ckrt_dnnl_conv_key key;
+    if (ckrt_dnnl_conv_key_init(&key, CKRT_DNNL_CONV_FWD, b != NULL, nsp, N, C, M, group, in_sp, out_sp, k, strides,
+                                pads_begin, dilations)) {
+        bool done;
+        CKRT_TRY(ckrt_dnnl_conv(c, &key, y, x, w, b, ws, &done));
+        if (done) return CKRT_OK;
+    }
     int64_t in_n = 1, out_n = 1, taps = 1;
     bool direct = true; /* 1x1, unit stride, no padding: x is already the column matrix */
     for (int d = 0; d < nsp; d++) {

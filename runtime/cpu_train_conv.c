@@ -1,15 +1,18 @@
 /* cpu_train_conv.c — the CPU backend's convolution and pooling gradients.
  *
- * Conv's gradients go through GEMM like the forward (cpu_dense.c), one image and group at a
- * time, with the column matrix col: (Cg * prod(k), prod(out_sp)) in the planned workspace
- * (ck_ws_conv_grad):
+ * The input gradient goes through oneDNN where it takes the convolution (cpu_dnnl.c, ckrt_dnnl.h:
+ * its scratchpad is the planned workspace). Otherwise, and always for the weight gradient (oneDNN's
+ * is no faster on ResNet-18's shapes and needs up to 500x the scratch), Conv's gradients go through
+ * GEMM like the forward (cpu_dense.c), one image and group at a time, with the column matrix
+ * col: (Cg * prod(k), prod(out_sp)) in the planned workspace (ck_ws_conv_grad):
  *   input:  col = w_g^T dy_g, then dx_g = col2im(col) (cpu_conv.h: the bits of ck_k_col2im, each
  *           dx element the sum of the column entries that read it, in a fixed order);
  *   weight: col = im2col(x_g) (cpu_conv.h), then dw_g += dy_g col^T, image after image (the first image
  *           writes, the others accumulate), so dw is summed in image order.
  * A 1x1 convolution with no begin padding and an output as large as its input needs no column
- * matrix (x, or dx, is its own), as in the forward; the planner then reserves no workspace, so
- * direct_conv below must agree exactly with ck_ws_conv_grad (ir/infer_train.c).
+ * matrix (x, or dx, is its own), as in the forward; the planner then reserves no workspace (but
+ * oneDNN's scratchpad, where it runs the input gradient), so direct_conv below must agree exactly
+ * with ck_ws_conv_grad (ir/infer_train.c).
  *
  * Pooling's gradient runs the windows one after another (ck_k_pool_grad_window), which gives the
  * bits of the per-element body ck_k_pool_grad (what a GPU runs) at a fraction of its work.
@@ -18,6 +21,7 @@
  */
 #include "ckrt.h"
 #include "ckrt_kernels_train.h"
+#include "ckrt_dnnl.h"
 #include "cpu_conv.h"
 
 #include <cblas.h>
@@ -48,6 +52,13 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
     if (out_n == 0 || Mg == 0 || taps == 0) { /* no window reads x, or nothing flows back */
         memset(dx, 0, sizeof(float) * (size_t)(N * C * in_n));
         return CKRT_OK;
+    }
+    ckrt_dnnl_conv_key key;
+    if (ckrt_dnnl_conv_key_init(&key, CKRT_DNNL_CONV_BWD_DATA, 0, nsp, N, C, M, group, in_sp, out_sp, k, strides,
+                                pads_begin, dilations)) {
+        bool done;
+        CKRT_TRY(ckrt_dnnl_conv(c, &key, dx, dy, w, NULL, ws, &done));
+        if (done) return CKRT_OK;
     }
     int direct;
     ck_conv_geom geom;
