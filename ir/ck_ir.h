@@ -173,10 +173,6 @@ typedef struct ck_op_info {
 
 int64_t ck_ws_conv(const ck_node *n);
 int64_t ck_ws_conv_grad(const ck_node *n);
-/* oneDNN's scratchpad bytes for the CPU's run of Conv (fwd) or ConvGradInput (!fwd) node n, whose
- * forward has input dims xd, weight dims wd and output dims yd (rank each); -1 where oneDNN does
- * not run it (runtime/ckrt_dnnl.h). */
-int64_t ck_ws_conv_dnnl(const ck_node *n, bool fwd, int rank, const int64_t *xd, const int64_t *wd, const int64_t *yd);
 /* ckptc.GradAllReduce: the communication staging, 2 x attribute staging_floats floats */
 int64_t ck_ws_grad_allreduce(const ck_node *n);
 #define CK_MAX_GRADS (1 << 24)

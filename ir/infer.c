@@ -7,7 +7,6 @@
  * the problem in their exporter's graph.
  */
 #include "ck_ir.h"
-#include "ckrt_dnnl.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -441,48 +440,9 @@ ck_status ck_infer_conv(ck_node *n, ck_diag *d) {
     return CK_OK;
 }
 
-static int64_t ws_conv_col(const ck_node *n);
-
-/* The window of a Conv (or its gradient, which carries the forward's attributes), auto_pad
- * resolved as codegen's ck_emit_window resolves it (the odd pad at the end for SAME_UPPER). */
-int64_t ck_ws_conv_dnnl(const ck_node *n, bool fwd, int rank, const int64_t *xd, const int64_t *wd, const int64_t *yd) {
-    int ns = rank - 2;
-    if (ns < 1 || ns > CKRT_DNNL_MAX_SP) return -1;
-    const ck_attr *s = ck_attr_find(n, "strides"), *dl = ck_attr_find(n, "dilations"), *p = ck_attr_find(n, "pads");
-    const char *ap = ck_attr_str(n, "auto_pad", "NOTSET");
-    bool same = strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0;
-    int64_t st[CKRT_DNNL_MAX_SP], dil[CKRT_DNNL_MAX_SP], pb[CKRT_DNNL_MAX_SP];
-    for (int i = 0; i < ns; i++) {
-        st[i] = s && s->n == ns ? s->ints[i] : 1;
-        dil[i] = dl && dl->n == ns ? dl->ints[i] : 1;
-        pb[i] = 0;
-        if (same) {
-            int64_t total = (yd[2 + i] - 1) * st[i] + (wd[2 + i] - 1) * dil[i] + 1 - xd[2 + i];
-            if (total < 0) total = 0;
-            pb[i] = strcmp(ap, "SAME_UPPER") == 0 ? total / 2 : total - total / 2;
-        } else if (strcmp(ap, "NOTSET") == 0 && p && p->n == 2 * ns) {
-            pb[i] = p->ints[i];
-        }
-    }
-    ckrt_dnnl_conv_key key;
-    bool bias = fwd && n->n_in > 2 && n->in[2];
-    if (!ckrt_dnnl_conv_key_init(&key, fwd ? CKRT_DNNL_CONV_FWD : CKRT_DNNL_CONV_BWD_DATA, bias, ns, xd[0], xd[1], wd[0],
-                                 ck_attr_int(n, "group", 1), xd + 2, yd + 2, wd + 2, st, pb, dil))
-        return -1;
-    return ckrt_dnnl_conv_scratch(&key);
-}
-
 /* The CPU kernel lowers one image (one group) at a time to a column matrix for GEMM:
- * (C/group * prod(kernel)) x prod(out spatial) floats. 1x1 stride-1 unpadded convs need none.
- * Where oneDNN runs the convolution instead, its scratchpad; the larger of the two is planned
- * (the CUDA backend runs the same plan with the column matrix). */
+ * (C/group * prod(kernel)) x prod(out spatial) floats. 1x1 stride-1 unpadded convs need none. */
 int64_t ck_ws_conv(const ck_node *n) {
-    const ck_value *x = n->in[0], *w = n->in[1], *y = n->out[0];
-    int64_t col = ws_conv_col(n), dnnl = ck_ws_conv_dnnl(n, true, x->rank, x->dims, w->dims, y->dims);
-    return dnnl > col ? dnnl : col;
-}
-
-static int64_t ws_conv_col(const ck_node *n) {
     const ck_value *x = n->in[0], *w = n->in[1], *y = n->out[0];
     int64_t k = w->dims[1], sp = 1;
     bool trivial = true;

@@ -115,9 +115,7 @@ ck_status ck_infer_optimizer(ck_node *n, ck_diag *d) {
  * through a column matrix: (C/group * prod(kernel)) x prod(dy spatial) floats, every byte written
  * (ConvGradInput: w_g^T dy_g; ConvGradWeight: im2col(x_g)). A 1x1 conv with no begin padding
  * whose output is as large as its input needs none (x or dx is its own column matrix): the
- * kernels test exactly this on the resolved pads, and auto_pad resolves to no padding there.
- * ConvGradInput runs through oneDNN where it takes it (runtime/ckrt_dnnl.h): the larger of the
- * column matrix and its scratchpad is planned. */
+ * kernels test exactly this on the resolved pads, and auto_pad resolves to no padding there. */
 int64_t ck_ws_conv_grad(const ck_node *n) {
     const ck_value *dy = n->in[0];
     bool weight = n->op == CK_OP_CONV_GRAD_WEIGHT;
@@ -134,8 +132,6 @@ int64_t ck_ws_conv_grad(const ck_node *n) {
     const ck_attr *pads = ck_attr_find(n, "pads");
     if (strcmp(ck_attr_str(n, "auto_pad", "NOTSET"), "NOTSET") == 0 && pads && pads->n == 2 * (dy->rank - 2))
         for (int i = 0; i < dy->rank - 2; i++) direct = direct && pads->ints[i] == 0;
-    int64_t col = direct || ck_value_numel(dy) == 0 ? 0 : k * sp * (int64_t)ck_dtype_size(dy->dtype);
-    /* the input gradient runs through oneDNN where it takes it: its scratchpad, if larger */
-    int64_t dnnl = weight ? -1 : ck_ws_conv_dnnl(n, false, dy->rank, xd, wd, dy->dims);
-    return dnnl > col ? dnnl : col;
+    if (direct || ck_value_numel(dy) == 0) return 0;
+    return k * sp * (int64_t)ck_dtype_size(dy->dtype);
 }

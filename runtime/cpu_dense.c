@@ -1,7 +1,7 @@
 /* cpu_dense.c — GEMM-backed and windowed kernels on the CPU: Gemm, MatMul (one cblas_sgemm per
- * batch entry, or one for the whole batch when the right operand is shared), Conv (through oneDNN
- * where it takes it, cpu_dnnl.c; otherwise im2col into the planned workspace, then one GEMM per
- * image and group) and the pools (the bodies of
+ * batch entry, or one for the whole batch when the right operand is shared), Conv (im2col into
+ * the planned workspace, then one GEMM per image and group, oneDNN's sgemm where the build has
+ * it: ckrt_dnnl.h) and the pools (the bodies of
  * ckrt_kernels_move.h, one output element per iteration).
  *
  * Determinism: OpenBLAS's level-3 threading splits the output over M and N, never over K, so
@@ -67,13 +67,6 @@ int ckrt_matmul(ckrt_ctx *c, float *y, const float *a, const float *b, int64_t M
 int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float *b, float *ws, int nsp, int64_t N,
               int64_t C, int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
               const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
-    ckrt_dnnl_conv_key key;
-    if (ckrt_dnnl_conv_key_init(&key, CKRT_DNNL_CONV_FWD, b != NULL, nsp, N, C, M, group, in_sp, out_sp, k, strides,
-                                pads_begin, dilations)) {
-        bool done;
-        CKRT_TRY(ckrt_dnnl_conv(c, &key, y, x, w, b, ws, &done));
-        if (done) return CKRT_OK;
-    }
     int64_t in_n = 1, out_n = 1, taps = 1;
     bool direct = true; /* 1x1, unit stride, no padding: x is already the column matrix */
     for (int d = 0; d < nsp; d++) {
@@ -96,7 +89,7 @@ int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float
                 col = ws;
             }
             /* yg (Mg, out_n) = w_g (Mg, R) @ col (R, out_n) */
-            CKRT_TRY(ckrt_gemm(c, yg, w + g * Mg * R, col, NULL, Mg, out_n, R, 0, 0, 1.0f, 0.0f, 0, 0));
+            ckrt_conv_sgemm(false, false, Mg, out_n, R, 1.0f, w + g * Mg * R, R, col, out_n, 0.0f, yg, out_n);
             if (b)
                 for (int64_t m = 0; m < Mg; m++) {
                     float bm = b[g * Mg + m];
@@ -126,5 +119,8 @@ int ckrt_pool(ckrt_ctx *c, int kind, float *y, int64_t *indices, const float *x,
 
 /* OpenBLAS may split a product differently with the thread count, and then a sum's order (and
  * its last bits) changes; measured here with 512x576x1024 at 1 vs 2 threads. Determinism whatever
- * the thread count comes first: GEMMs run single-threaded. */
-void ckrt_cpu_init(void) { openblas_set_num_threads(1); }
+ * the thread count comes first: GEMMs run single-threaded (oneDNN's too: ckrt_dnnl_setup). */
+void ckrt_cpu_init(void) {
+    openblas_set_num_threads(1);
+    (void)ckrt_dnnl_setup();
+}

@@ -1,30 +1,26 @@
 /* cpu_train_conv.c — the CPU backend's convolution and pooling gradients.
  *
- * The input gradient goes through oneDNN where it takes the convolution (cpu_dnnl.c, ckrt_dnnl.h:
- * its scratchpad is the planned workspace). Otherwise, and always for the weight gradient (oneDNN's
- * is no faster on ResNet-18's shapes and needs up to 500x the scratch), Conv's gradients go through
- * GEMM like the forward (cpu_dense.c), one image and group at a time, with the column matrix
- * col: (Cg * prod(k), prod(out_sp)) in the planned workspace (ck_ws_conv_grad):
+ * Conv's gradients go through GEMM like the forward (cpu_dense.c; oneDNN's sgemm where the build
+ * has it, ckrt_dnnl.h), one image and group at a time, with the column matrix col: (Cg * prod(k), prod(out_sp)) in the planned workspace
+ * (ck_ws_conv_grad):
  *   input:  col = w_g^T dy_g, then dx_g = col2im(col) (cpu_conv.h: the bits of ck_k_col2im, each
  *           dx element the sum of the column entries that read it, in a fixed order);
  *   weight: col = im2col(x_g) (cpu_conv.h), then dw_g += dy_g col^T, image after image (the first image
  *           writes, the others accumulate), so dw is summed in image order.
  * A 1x1 convolution with no begin padding and an output as large as its input needs no column
- * matrix (x, or dx, is its own), as in the forward; the planner then reserves no workspace (but
- * oneDNN's scratchpad, where it runs the input gradient), so direct_conv below must agree exactly
- * with ck_ws_conv_grad (ir/infer_train.c).
+ * matrix (x, or dx, is its own), as in the forward; the planner then reserves no workspace, so
+ * direct_conv below must agree exactly with ck_ws_conv_grad (ir/infer_train.c).
  *
  * Pooling's gradient runs the windows one after another (ck_k_pool_grad_window), which gives the
  * bits of the per-element body ck_k_pool_grad (what a GPU runs) at a fraction of its work.
  * Determinism: col2im and the pool bodies are one sequential sum per element in a fixed order;
- * the GEMMs are as reproducible as the BLAS is (the same as the forward's).
+ * the GEMMs are as reproducible as the GEMM library is, pinned to one thread (the forward's).
  */
 #include "ckrt.h"
 #include "ckrt_kernels_train.h"
 #include "ckrt_dnnl.h"
 #include "cpu_conv.h"
 
-#include <cblas.h>
 #include <string.h>
 
 /* No column matrix needed: 1x1 kernel, no begin padding, output as large as the input. */
@@ -53,13 +49,6 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
         memset(dx, 0, sizeof(float) * (size_t)(N * C * in_n));
         return CKRT_OK;
     }
-    ckrt_dnnl_conv_key key;
-    if (ckrt_dnnl_conv_key_init(&key, CKRT_DNNL_CONV_BWD_DATA, 0, nsp, N, C, M, group, in_sp, out_sp, k, strides,
-                                pads_begin, dilations)) {
-        bool done;
-        CKRT_TRY(ckrt_dnnl_conv(c, &key, dx, dy, w, NULL, ws, &done));
-        if (done) return CKRT_OK;
-    }
     int direct;
     ck_conv_geom geom;
     CKRT_TRY(grad_geometry(c, ws, nsp, in_sp, out_sp, k, strides, pads_begin, dilations, &geom, &direct));
@@ -69,8 +58,7 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
             const float *dyg = dy + (n * M + g * Mg) * out_n, *wg = w + g * Mg * R;
             /* col (R, out_n) = w_g^T (R, Mg) @ dy_g (Mg, out_n); direct: col is dx_g itself */
             float *col = direct ? dxg : ws;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)R, (int)out_n, (int)Mg, 1.0f, wg, (int)R, dyg,
-                        (int)out_n, 0.0f, col, (int)out_n);
+            ckrt_conv_sgemm(true, false, R, out_n, Mg, 1.0f, wg, R, dyg, out_n, 0.0f, col, out_n);
             if (!direct) ck_cpu_col2im(dxg, col, Cg, &geom);
         }
     }
@@ -98,8 +86,7 @@ int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *
                 col = ws;
             }
             /* dw_g (Mg, R) (+)= dy_g (Mg, out_n) @ col^T (out_n, R) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mg, (int)R, (int)out_n, 1.0f, dyg, (int)out_n, col,
-                        (int)out_n, n == 0 ? 0.0f : 1.0f, dw + g * Mg * R, (int)R);
+            ckrt_conv_sgemm(false, true, Mg, R, out_n, 1.0f, dyg, out_n, col, out_n, n == 0 ? 0.0f : 1.0f, dw + g * Mg * R, R);
         }
     }
     return CKRT_OK;
