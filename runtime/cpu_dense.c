@@ -1,8 +1,8 @@
 /* cpu_dense.c — GEMM-backed and windowed kernels on the CPU: Gemm, MatMul (one cblas_sgemm per
  * batch entry, or one for the whole batch when the right operand is shared), Conv (im2col into
  * the planned workspace, then one GEMM per image and group, oneDNN's sgemm where the build has
- * it: ckrt_dnnl.h) and the pools (the bodies of
- * ckrt_kernels_move.h, one output element per iteration).
+ * it: ckrt_dnnl.h) and the pools (the bodies of ckrt_kernels_move.h, one output element per
+ * iteration).
  *
  * Determinism: OpenBLAS's level-3 threading splits the output over M and N, never over K, so
  * each output element is summed in the same order whatever the thread count.

@@ -1,8 +1,8 @@
 /* cpu_train_conv.c — the CPU backend's convolution and pooling gradients.
  *
  * Conv's gradients go through GEMM like the forward (cpu_dense.c; oneDNN's sgemm where the build
- * has it, ckrt_dnnl.h), one image and group at a time, with the column matrix col: (Cg * prod(k), prod(out_sp)) in the planned workspace
- * (ck_ws_conv_grad):
+ * has it, ckrt_dnnl.h), one image and group at a time, with the column matrix
+ * col: (Cg * prod(k), prod(out_sp)) in the planned workspace (ck_ws_conv_grad):
  *   input:  col = w_g^T dy_g, then dx_g = col2im(col) (cpu_conv.h: the bits of ck_k_col2im, each
  *           dx element the sum of the column entries that read it, in a fixed order);
  *   weight: col = im2col(x_g) (cpu_conv.h), then dw_g += dy_g col^T, image after image (the first image
