@@ -1,13 +1,15 @@
 /* cpu_dense.c — GEMM-backed and windowed kernels on the CPU: Gemm, MatMul (one cblas_sgemm per
  * batch entry, or one for the whole batch when the right operand is shared), Conv (im2col into
- * the planned workspace, then one GEMM per image and group) and the pools (the bodies of
- * ckrt_kernels_move.h, one output element per iteration).
+ * the planned workspace, then one GEMM per image and group, oneDNN's sgemm where the build has
+ * it: ckrt_dnnl.h) and the pools (the bodies of ckrt_kernels_move.h, one output element per
+ * iteration).
  *
  * Determinism: OpenBLAS's level-3 threading splits the output over M and N, never over K, so
  * each output element is summed in the same order whatever the thread count.
  */
 #include "ckrt.h"
 #include "ckrt_kernels_move.h"
+#include "ckrt_dnnl.h"
 #include "cpu_conv.h"
 
 #include <cblas.h>
@@ -87,7 +89,7 @@ int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float
                 col = ws;
             }
             /* yg (Mg, out_n) = w_g (Mg, R) @ col (R, out_n) */
-            CKRT_TRY(ckrt_gemm(c, yg, w + g * Mg * R, col, NULL, Mg, out_n, R, 0, 0, 1.0f, 0.0f, 0, 0));
+            ckrt_conv_sgemm(false, false, Mg, out_n, R, 1.0f, w + g * Mg * R, R, col, out_n, 0.0f, yg, out_n);
             if (b)
                 for (int64_t m = 0; m < Mg; m++) {
                     float bm = b[g * Mg + m];
@@ -117,5 +119,8 @@ int ckrt_pool(ckrt_ctx *c, int kind, float *y, int64_t *indices, const float *x,
 
 /* OpenBLAS may split a product differently with the thread count, and then a sum's order (and
  * its last bits) changes; measured here with 512x576x1024 at 1 vs 2 threads. Determinism whatever
- * the thread count comes first: GEMMs run single-threaded. */
-void ckrt_cpu_init(void) { openblas_set_num_threads(1); }
+ * the thread count comes first: GEMMs run single-threaded (oneDNN's too: ckrt_dnnl_setup). */
+void ckrt_cpu_init(void) {
+    openblas_set_num_threads(1);
+    (void)ckrt_dnnl_setup();
+}

@@ -1,8 +1,8 @@
 /* cpu_train_conv.c — the CPU backend's convolution and pooling gradients.
  *
- * Conv's gradients go through GEMM like the forward (cpu_dense.c), one image and group at a
- * time, with the column matrix col: (Cg * prod(k), prod(out_sp)) in the planned workspace
- * (ck_ws_conv_grad):
+ * Conv's gradients go through GEMM like the forward (cpu_dense.c; oneDNN's sgemm where the build
+ * has it, ckrt_dnnl.h), one image and group at a time, with the column matrix
+ * col: (Cg * prod(k), prod(out_sp)) in the planned workspace (ck_ws_conv_grad):
  *   input:  col = w_g^T dy_g, then dx_g = col2im(col) (cpu_conv.h: the bits of ck_k_col2im, each
  *           dx element the sum of the column entries that read it, in a fixed order);
  *   weight: col = im2col(x_g) (cpu_conv.h), then dw_g += dy_g col^T, image after image (the first image
@@ -14,13 +14,13 @@
  * Pooling's gradient runs the windows one after another (ck_k_pool_grad_window), which gives the
  * bits of the per-element body ck_k_pool_grad (what a GPU runs) at a fraction of its work.
  * Determinism: col2im and the pool bodies are one sequential sum per element in a fixed order;
- * the GEMMs are as reproducible as the BLAS is (the same as the forward's).
+ * the GEMMs are as reproducible as the GEMM library is, pinned to one thread (the forward's).
  */
 #include "ckrt.h"
 #include "ckrt_kernels_train.h"
+#include "ckrt_dnnl.h"
 #include "cpu_conv.h"
 
-#include <cblas.h>
 #include <string.h>
 
 /* No column matrix needed: 1x1 kernel, no begin padding, output as large as the input. */
@@ -58,8 +58,7 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
             const float *dyg = dy + (n * M + g * Mg) * out_n, *wg = w + g * Mg * R;
             /* col (R, out_n) = w_g^T (R, Mg) @ dy_g (Mg, out_n); direct: col is dx_g itself */
             float *col = direct ? dxg : ws;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)R, (int)out_n, (int)Mg, 1.0f, wg, (int)R, dyg,
-                        (int)out_n, 0.0f, col, (int)out_n);
+            ckrt_conv_sgemm(true, false, R, out_n, Mg, 1.0f, wg, R, dyg, out_n, 0.0f, col, out_n);
             if (!direct) ck_cpu_col2im(dxg, col, Cg, &geom);
         }
     }
@@ -87,8 +86,7 @@ int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *
                 col = ws;
             }
             /* dw_g (Mg, R) (+)= dy_g (Mg, out_n) @ col^T (out_n, R) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mg, (int)R, (int)out_n, 1.0f, dyg, (int)out_n, col,
-                        (int)out_n, n == 0 ? 0.0f : 1.0f, dw + g * Mg * R, (int)R);
+            ckrt_conv_sgemm(false, true, Mg, R, out_n, 1.0f, dyg, out_n, col, out_n, n == 0 ? 0.0f : 1.0f, dw + g * Mg * R, R);
         }
     }
     return CKRT_OK;

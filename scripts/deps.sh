@@ -7,8 +7,10 @@
 set -eu
 # libc6-dev: the C library's headers and start files (crt1.o), only a Recommends of gcc, which
 # --no-install-recommends skips: a minimal Debian 12 (debootstrap minbase, the debian:12 image) lacks them;
-# libcjson-dev: `ckptc compare` reads reports with cJSON (the CLI only; generated programs need nothing)
+# libcjson-dev: `ckptc compare` reads reports with cJSON (the CLI only; generated programs need nothing);
+# libdnnl-dev: oneDNN, the GEMMs of libckrt's CPU convolutions (cmake -DCK_DNNL=OFF builds without it)
 pkgs="cmake make gcc libc6-dev pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev check libopenblas-dev libcjson-dev"
+pkgs="$pkgs libdnnl-dev"
 if [ "${1:-}" = "--test" ]; then
     # clang + libclang-rt-14-dev: the libFuzzer smoke test (fuzz/smoke.sh), llvm-14 for its
     # llvm-symbolizer (readable stacks in a finding); valgrind: the memcheck test

@@ -77,7 +77,7 @@ def main():
             run([cxx, *extra, "-std=c++17", "-O1", "-shared", "-fPIC", "-DCK_EMULATE", "-I", tests, "-x", "c++",
                  os.path.join(d, "kernels.cu"), "-o", os.path.join(d, "kernels_emu.so")])
             run(["cc", *extra, "-std=c11", "-O1", "-I", rt, os.path.join(d, prog + ".c"), "-o", os.path.join(d, prog + "_emu"), lib,
-                 "-lopenblas", "-lm", "-ldl", *extra])
+                 "-lopenblas", *os.environ.get("CK_RT_LIBS", "").split(), "-lm", "-ldl", *extra])
             res = {}
             for dev, exe in (("cpu", prog), ("cuda", prog + "_emu")):
                 out = os.path.join(d, "out-" + dev)

@@ -343,7 +343,7 @@ if EMU:
         for cmd in ([cxx, *flags, "-std=c++17", "-O1", "-shared", "-fPIC", "-DCK_EMULATE", "-I", tests_dir, "-x", "c++",
                      os.path.join(d, "kernels.cu"), "-o", os.path.join(d, "kernels_emu.so")],
                     [MPICC, *flags, "-std=c11", "-O1", "-I", rt, os.path.join(d, "trainer.c"), "-o", os.path.join(d, "trainer_emu"),
-                     mpi_lib, lib_emu, "-lopenblas", "-lm", "-ldl", *flags]):
+                     mpi_lib, lib_emu, "-lopenblas", *os.environ.get("CK_RT_LIBS", "").split(), "-lm", "-ldl", *flags]):
             p = subprocess.run(cmd, capture_output=True, text=True)
             if p.returncode:
                 return p.stdout + p.stderr

@@ -1,0 +1,33 @@
+/* ckrt_dnnl.h — the CPU backend's convolution GEMMs: oneDNN's sgemm where the build has oneDNN
+ * (Debian's libdnnl-dev; cmake -DCK_DNNL=OFF builds without it), OpenBLAS's otherwise.
+ *
+ * Why oneDNN's GEMM and not its convolution primitives: both were built and measured (issue 19;
+ * the primitives are in this branch's history). On this AVX2 machine oneDNN runs plain-layout
+ * convolutions as im2col + its own jit sgemm ("gemm:jit"), the algorithm of cpu_conv.h, and the
+ * gain is its sgemm, 1.1x to 1.9x OpenBLAS's on the per-image products of ResNet-18 (most where
+ * the spatial size is small). The primitives need a user scratchpad with 128 bytes of alignment
+ * slack they never write, and one plan serves the CPU and the CUDA backend (whose im2col writes
+ * the column matrix): a workspace at the arena's top then measured less than planned. With
+ * oneDNN's sgemm inside our im2col and col2im, every backend writes exactly the planned column
+ * matrix, the plan is unchanged, and the compiler does not need oneDNN at all.
+ *
+ * Determinism: oneDNN is pinned once per process (ckrt_dnnl_setup) to one thread and at most
+ * AVX2, so a product is summed in the same order on every run and on every AVX2-or-better CPU.
+ * A CPU without AVX2 gets OpenBLAS (its bits then differ from an AVX2 machine's; the same run to
+ * run).
+ */
+#ifndef CKRT_DNNL_H
+#define CKRT_DNNL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Pins oneDNN (once per process); true when this build has oneDNN and the CPU runs it as AVX2. */
+bool ckrt_dnnl_setup(void);
+
+/* Row-major C (M, N) = alpha op(A) op(B) + beta C, op(A) (M, K), op(B) (K, N), as cblas_sgemm
+ * with CblasRowMajor; through oneDNN when ckrt_dnnl_setup says so, else OpenBLAS. */
+void ckrt_conv_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+#endif
