@@ -364,7 +364,6 @@ static int run_program(run *r, int argc, char **argv) {
     if (c->host) c->be->host_free(c, c->host);
     c->host = NULL;
     if (c->be->dev) ckrt_cuda_close(c);
-    ckrt_threads_set(1);
     return rc;
 }
 
@@ -378,6 +377,7 @@ int ckrt_main(const ckrt_program *p, int argc, char **argv) {
     ckrt_cpu_init();
     int rc = p->comm_init ? ckrt_dp_init(&r.dp, p, &r.c, &argc, &argv) : CKRT_OK;
     if (!rc) rc = run_program(&r, argc, argv);
+    ckrt_threads_set(1); /* the pool's threads joined, however run_program ended */
     ckrt_run_close_data(&r); /* here: also after a failure part way through opening them */
     if (rc < 0 && r.dp) printf(ckrt_dp_usage, argv[0]);
     free(r.losses);
