@@ -775,7 +775,7 @@ ck_status ck_codegen(const ck_graph *g, const ck_options *o, const ck_codegen_op
 #endif
     fprintf(f, "\n");
     fprintf(f, "%s: %s.c $(CKRT_LIB)/libckrt.a\n", co->program_name, co->program_name);
-    fprintf(f, "\t$(CC) $(CFLAGS) -I$(CKRT_INCLUDE) %s.c -o $@ $(CKRT_LIB)/libckrt.a -lopenblas -lm $(CKRT_LIBS) $(LDFLAGS)\n\n",
+    fprintf(f, "\t$(CC) $(CFLAGS) -I$(CKRT_INCLUDE) %s.c -o $@ $(CKRT_LIB)/libckrt.a -lopenblas -lm -lpthread $(CKRT_LIBS) $(LDFLAGS)\n\n",
             co->program_name);
     fprintf(f, "clean:\n\trm -f %s\n\n.PHONY: clean\n", co->program_name);
     fclose(f);

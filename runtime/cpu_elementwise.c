@@ -1,10 +1,13 @@
 /* cpu_elementwise.c — the CPU backend's elementwise entry points: loops over the bodies in
  * ckrt_kernels.h, one output element per iteration, dispatching on dtype once per call.
  * Broadcast operands are walked row by row (cpu_iter.h); float binary rows switch on the op once
- * per row.
+ * per row. Float binary and unary ops are spread over the thread pool (ckrt_pool.h) in blocks of
+ * rows / elements whose size never depends on the thread count; the integer paths (which can
+ * fail on a division by zero) stay on the calling thread.
  */
 #include "ckrt.h"
 #include "ckrt_kernels.h"
+#include "ckrt_pool.h"
 #include "cpu_iter.h"
 
 /* One output row of a float binary op: y[j] = pa[j*sa] OP pb[j*sb], the op switched once per row
@@ -43,6 +46,29 @@ static void binary_row_double(int op, double *y, const double *pa, int64_t sa, c
 #undef CK_ROW_CASE_F64_
 #undef CK_ROW_LOOP
 
+typedef struct {
+    const ck_iter *it;
+    int op;
+    ckrt_dtype dt;
+    void *y;
+    const void *a, *b;
+} binary_job;
+
+/* rows [r0, r1) of a float binary op */
+static void binary_rows(void *arg, int64_t r0, int64_t r1) {
+    const binary_job *j = arg;
+    ck_iter it = *j->it;
+    ck_iter_seek(&it, r0);
+    int64_t row = ck_iter_row(&it), sa = ck_iter_step(&it, 0), sb = ck_iter_step(&it, 1);
+    for (int64_t r = r0; r < r1; r++, ck_iter_next_row(&it)) {
+        if (j->dt == CKRT_F32)
+            binary_row_float(j->op, (float *)j->y + r * row, (const float *)j->a + it.off[0], sa, (const float *)j->b + it.off[1], sb, row);
+        else
+            binary_row_double(j->op, (double *)j->y + r * row, (const double *)j->a + it.off[0], sa, (const double *)j->b + it.off[1],
+                              sb, row);
+    }
+}
+
 int ckrt_binary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *a, const void *b, int rank,
                 const int64_t *dims, const int64_t *a_strides, const int64_t *b_strides) {
     const int64_t *strides[2] = {a_strides, b_strides};
@@ -55,16 +81,13 @@ int ckrt_binary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *a, cons
     if (cmp && dt != CKRT_F32 && dt != CKRT_F64 && dt != CKRT_I64 && dt != CKRT_I32 && dt != CKRT_BOOL)
         return ckrt_fail(c, CKRT_ERR_INTERNAL, "compare op %d on %s", op, ckrt_dtype_name(dt));
     int64_t row = ck_iter_row(&it), sa = ck_iter_step(&it, 0), sb = ck_iter_step(&it, 1);
+    if (!cmp && (dt == CKRT_F32 || dt == CKRT_F64)) {
+        binary_job j = {&it, op, dt, y, a, b};
+        ckrt_parallel_for(n / row, ck_par_rows(row), binary_rows, &j);
+        return CKRT_OK;
+    }
     for (int64_t i0 = 0; i0 < n; i0 += row, ck_iter_next_row(&it)) {
         int64_t ia = it.off[0], ib = it.off[1];
-        if (!cmp && dt == CKRT_F32) {
-            binary_row_float(op, (float *)y + i0, (const float *)a + ia, sa, (const float *)b + ib, sb, row);
-            continue;
-        }
-        if (!cmp && dt == CKRT_F64) {
-            binary_row_double(op, (double *)y + i0, (const double *)a + ia, sa, (const double *)b + ib, sb, row);
-            continue;
-        }
         for (int64_t j = 0; j < row; j++, ia += sa, ib += sb) {
             int64_t i = i0 + j;
             switch (dt) {
@@ -89,20 +112,43 @@ int ckrt_binary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *a, cons
     return CKRT_OK;
 }
 
+typedef struct {
+    int op;
+    float *y;
+    const float *x;
+    float alpha, beta;
+} unary_job;
+
+/* elements [i0, i1) of a float unary op: one loop per CKRT_UNARY_OPS row with the op a constant,
+ * so the body's switch folds away and simple ops vectorize; the same expression per element as
+ * ck_k_unary_f32 */
+static void unary_elems(void *arg, int64_t i0, int64_t i1) {
+    const unary_job *j = arg;
+    float *yf = j->y, alpha = j->alpha, beta = j->beta;
+    const float *xf = j->x;
+    switch (j->op) {
+#define CK_UNARY_CASE_(CODE, ...)                                                                                     \
+    case CKRT_##CODE:                                                                                                 \
+        for (int64_t i = i0; i < i1; i++) yf[i] = ck_k_unary_f32(CKRT_##CODE, xf[i], alpha, beta);                    \
+        return;
+        CKRT_UNARY_OPS(CK_UNARY_CASE_)
+#undef CK_UNARY_CASE_
+    default: break;
+    }
+}
+
 int ckrt_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int64_t n, float alpha, float beta) {
     switch (dt) {
     case CKRT_F32: {
-        float *yf = y;
-        const float *xf = x;
-        /* one loop per CKRT_UNARY_OPS row with the op a constant, so the body's switch folds away
-         * and simple ops vectorize; the same expression per element as ck_k_unary_f32 */
         switch (op) {
-#define CK_UNARY_CASE_(CODE, ...)                                                                                     \
-    case CKRT_##CODE:                                                                                                 \
-        for (int64_t i = 0; i < n; i++) yf[i] = ck_k_unary_f32(CKRT_##CODE, xf[i], alpha, beta);                      \
-        return CKRT_OK;
-            CKRT_UNARY_OPS(CK_UNARY_CASE_)
-#undef CK_UNARY_CASE_
+#define CK_UNARY_KNOWN_(CODE, ...) case CKRT_##CODE:
+            CKRT_UNARY_OPS(CK_UNARY_KNOWN_)
+#undef CK_UNARY_KNOWN_
+            {
+                unary_job j = {op, y, x, alpha, beta};
+                ckrt_parallel_for(n, CK_PAR_ELEMS, unary_elems, &j);
+                return CKRT_OK;
+            }
         default: break;
         }
         break;

@@ -60,6 +60,23 @@ static inline int64_t ck_iter_init(ck_iter *it, int rank, const int64_t *dims, i
 static inline int64_t ck_iter_row(const ck_iter *it) { return it->dims[it->rank - 1]; }
 static inline int64_t ck_iter_step(const ck_iter *it, int o) { return it->strides[o][it->rank - 1]; }
 
+/* Puts the walk at row `row` (rows of ck_iter_row elements, in order): where a thread starts its
+ * block of rows (ckrt_parallel_for). */
+static inline void ck_iter_seek(ck_iter *it, int64_t row) {
+    for (int o = 0; o < it->nops; o++) it->off[o] = 0;
+    for (int k = it->rank - 2; k >= 0; k--) {
+        it->idx[k] = row % it->dims[k];
+        row /= it->dims[k];
+        for (int o = 0; o < it->nops; o++) it->off[o] += it->idx[k] * it->strides[o][k];
+    }
+}
+
+/* Elements per block when a CPU kernel is spread over the pool (ckrt_pool.h): a constant, never
+ * derived from the thread count, so every block is the same loop whatever the count. */
+#define CK_PAR_ELEMS 16384
+/* Rows of `len` elements per block: at least one. */
+static inline int64_t ck_par_rows(int64_t len) { return len >= CK_PAR_ELEMS ? 1 : CK_PAR_ELEMS / (len > 0 ? len : 1); }
+
 /* Moves the operand offsets to the next row. */
 static inline void ck_iter_next_row(ck_iter *it) {
     for (int k = it->rank - 2; k >= 0; k--) {

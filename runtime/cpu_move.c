@@ -4,10 +4,14 @@
  * Every kernel is dtype-agnostic: elements are esz opaque bytes (float16 included). The index
  * arithmetic comes from the bodies in ckrt_kernels_move.h; here it is evaluated once per output
  * row and the row is walked (or memcpy'd when contiguous), which copies the same bytes as one
- * body call per element would.
+ * body call per element would. The strided copy (the transposes of attention) is spread over the
+ * thread pool (ckrt_pool.h) by blocks of rows; a copy has no sums, so its bytes are the same
+ * however it is split.
  */
 #include "ckrt.h"
 #include "ckrt_kernels_move.h"
+#include "ckrt_pool.h"
+#include "cpu_iter.h"
 
 #include <string.h>
 
@@ -22,28 +26,45 @@ static inline void copy_elem(unsigned char *y, const unsigned char *x, size_t es
     }
 }
 
+typedef struct {
+    size_t esz;
+    unsigned char *y;
+    const unsigned char *x;
+    int rank;
+    const int64_t *out_dims, *in_strides;
+    int64_t base;
+} copy_job;
+
+/* rows [r0, r1) of a strided copy (a pool block: ckrt_pool.h) */
+static void strided_rows(void *arg, int64_t r0, int64_t r1) {
+    const copy_job *j = arg;
+    size_t esz = j->esz;
+    int64_t row = j->out_dims[j->rank - 1], st = j->in_strides[j->rank - 1];
+    for (int64_t i = r0 * row; i < r1 * row; i += row) {
+        int64_t src = ck_k_strided_src(i, j->rank, j->out_dims, j->in_strides, j->base);
+        unsigned char *dst = j->y + i * (int64_t)esz;
+        const unsigned char *xb = j->x;
+        if (st == 1) {
+            memcpy(dst, xb + src * (int64_t)esz, (size_t)row * esz);
+        } else {
+            for (int64_t k = 0; k < row; k++) copy_elem(dst + k * (int64_t)esz, xb + (src + k * st) * (int64_t)esz, esz);
+        }
+    }
+}
+
 int ckrt_strided_copy(ckrt_ctx *c, size_t esz, void *y, const void *x, int rank, const int64_t *out_dims,
                       const int64_t *in_strides, int64_t base) {
     (void)c;
-    unsigned char *yb = y;
-    const unsigned char *xb = x;
     if (rank == 0) {
-        copy_elem(yb, xb + base * (int64_t)esz, esz);
+        copy_elem(y, (const unsigned char *)x + base * (int64_t)esz, esz);
         return CKRT_OK;
     }
     int64_t n = 1;
     for (int k = 0; k < rank; k++) n *= out_dims[k];
     if (n == 0) return CKRT_OK;
-    int64_t row = out_dims[rank - 1], st = in_strides[rank - 1];
-    for (int64_t i = 0; i < n; i += row) {
-        int64_t src = ck_k_strided_src(i, rank, out_dims, in_strides, base);
-        unsigned char *dst = yb + i * (int64_t)esz;
-        if (st == 1) {
-            memcpy(dst, xb + src * (int64_t)esz, (size_t)row * esz);
-        } else {
-            for (int64_t j = 0; j < row; j++) copy_elem(dst + j * (int64_t)esz, xb + (src + j * st) * (int64_t)esz, esz);
-        }
-    }
+    int64_t row = out_dims[rank - 1];
+    copy_job j = {esz, y, x, rank, out_dims, in_strides, base};
+    ckrt_parallel_for(n / row, ck_par_rows(row), strided_rows, &j);
     return CKRT_OK;
 }
 

@@ -5,44 +5,86 @@
  * never depend on how the loop would be split over threads.
  * The normalization backward kernels (LayerNormalization, training-mode BatchNormalization) and
  * BatchNormalization's recompute follow at the end, loops over the bodies of ckrt_kernels_train.h.
+ * The row-, channel- and block-wise loops are spread over the thread pool (ckrt_pool.h) in
+ * blocks whose size never depends on the thread count; a reduction axis is never split.
  */
 #include "ckrt.h"
 #include "ckrt_kernels.h"
 #include "ckrt_kernels_train.h"
+#include "ckrt_pool.h"
 #include "cpu_iter.h"
+
+/* The arguments of one row-wise kernel, for its block function (fields used as each names). */
+typedef struct {
+    int log;
+    float *y, *mean, *inv_std, *dscale, *dbias, *run_mean, *run_var;
+    const float *x, *dy, *scale, *bias, *m, *var;
+    int64_t len, inner, rows, cols, N, C, S;
+    float eps, momentum, ratio, fscale;
+    int unbiased;
+    uint8_t *mask;
+    uint64_t seed, step, key, base;
+} row_job;
+
+static void softmax_rows(void *arg, int64_t r0, int64_t r1) {
+    const row_job *j = arg;
+    for (int64_t r = r0; r < r1; r++) ck_k_softmax_row(r, j->log, j->y, j->x, j->len, j->inner);
+}
+static void layer_norm_rows(void *arg, int64_t r0, int64_t r1) {
+    const row_job *j = arg;
+    for (int64_t r = r0; r < r1; r++) ck_k_layer_norm_row(r, j->y, j->mean, j->inv_std, j->x, j->scale, j->bias, j->cols, j->eps);
+}
+static void batch_norm_channels(void *arg, int64_t c0, int64_t c1) {
+    const row_job *j = arg;
+    for (int64_t ch = c0; ch < c1; ch++)
+        ck_k_batch_norm_train_channel(ch, j->y, j->run_mean, j->run_var, j->mean, j->inv_std, j->x, j->scale, j->bias, j->m,
+                                      j->var, j->N, j->C, j->S, j->eps, j->momentum, j->unbiased);
+}
+static void batch_norm_infer_elems(void *arg, int64_t i0, int64_t i1) {
+    const row_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) j->y[i] = ck_k_batch_norm_infer(i, j->x, j->scale, j->bias, j->m, j->var, j->C, j->S, j->eps);
+}
+static void dropout_blocks(void *arg, int64_t b0, int64_t b1) {
+    const row_job *j = arg;
+    for (int64_t b = b0; b < b1; b++)
+        ck_k_dropout_block(b, j->y, j->mask, j->x, j->len, j->ratio, j->fscale, j->seed, j->step, j->key, j->base);
+}
 
 int ckrt_softmax(ckrt_ctx *c, int log, float *y, const float *x, int64_t outer, int64_t len, int64_t inner) {
     (void)c;
-    for (int64_t r = 0; r < outer * inner; r++) ck_k_softmax_row(r, log, y, x, len, inner);
+    row_job j = {.log = log, .y = y, .x = x, .len = len, .inner = inner};
+    ckrt_parallel_for(outer * inner, ck_par_rows(len), softmax_rows, &j);
     return CKRT_OK;
 }
 
 int ckrt_layer_norm(ckrt_ctx *c, float *y, float *mean, float *inv_std, const float *x, const float *scale,
                     const float *bias, int64_t rows, int64_t cols, float eps) {
     (void)c;
-    for (int64_t r = 0; r < rows; r++) ck_k_layer_norm_row(r, y, mean, inv_std, x, scale, bias, cols, eps);
+    row_job j = {.y = y, .mean = mean, .inv_std = inv_std, .x = x, .scale = scale, .bias = bias, .cols = cols, .eps = eps};
+    ckrt_parallel_for(rows, ck_par_rows(cols), layer_norm_rows, &j);
     return CKRT_OK;
 }
 
 int ckrt_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var, float *saved_mean, float *saved_inv_std,
                     const float *x, const float *scale, const float *bias, const float *mean, const float *var,
                     int64_t N, int64_t C, int64_t S, float eps, float momentum, int training, int unbiased) {
+    row_job j = {.y = y, .run_mean = run_mean, .run_var = run_var, .mean = saved_mean, .inv_std = saved_inv_std, .x = x,
+                 .scale = scale, .bias = bias, .m = mean, .var = var, .N = N, .C = C, .S = S, .eps = eps,
+                 .momentum = momentum, .unbiased = unbiased};
     if (training && !c->eval) { /* eval: as PyTorch's eval(), the running statistics, none updated */
-        for (int64_t ch = 0; ch < C; ch++)
-            ck_k_batch_norm_train_channel(ch, y, run_mean, run_var, saved_mean, saved_inv_std, x, scale, bias, mean, var,
-                                          N, C, S, eps, momentum, unbiased);
+        ckrt_parallel_for(C, ck_par_rows(N * S), batch_norm_channels, &j);
         return CKRT_OK;
     }
-    for (int64_t i = 0; i < N * C * S; i++) y[i] = ck_k_batch_norm_infer(i, x, scale, bias, mean, var, C, S, eps);
+    ckrt_parallel_for(N * C * S, CK_PAR_ELEMS, batch_norm_infer_elems, &j);
     return CKRT_OK;
 }
 
 int ckrt_dropout(ckrt_ctx *c, float *y, uint8_t *mask, const float *x, int64_t n, float ratio, uint64_t key) {
     if (!(ratio >= 0.0f && ratio < 1.0f)) return ckrt_fail(c, CKRT_ERR_DATA, "dropout ratio %g is not in [0, 1)", ratio);
     if (c->eval) ratio = 0.0f; /* eval: the identity */
-    float scale = 1.0f / (1.0f - ratio);
-    for (int64_t b = 0; b < (n + 3) / 4; b++)
-        ck_k_dropout_block(b, y, mask, x, n, ratio, scale, c->seed, ckrt_rng_step(c), key, c->rng_rank * (uint64_t)n);
+    row_job j = {.y = y, .mask = mask, .x = x, .len = n, .ratio = ratio, .fscale = 1.0f / (1.0f - ratio), .seed = c->seed,
+                 .step = ckrt_rng_step(c), .key = key, .base = c->rng_rank * (uint64_t)n};
+    ckrt_parallel_for((n + 3) / 4, CK_PAR_ELEMS / 4, dropout_blocks, &j);
     return CKRT_OK;
 }
 
@@ -130,27 +172,48 @@ int ckrt_global_avg_pool(ckrt_ctx *c, float *y, const float *x, int64_t nc, int6
 
 /* ---------------------------------------------------------------- normalization backward (was cpu_train_norm.c) */
 
+/* (in a row_job, m and var carry the saved mean and inverse standard deviation) */
+static void layer_norm_grad_rows(void *arg, int64_t r0, int64_t r1) {
+    const row_job *j = arg;
+    for (int64_t r = r0; r < r1; r++) ck_k_layer_norm_grad_row(r, j->y, j->dy, j->x, j->scale, j->m, j->var, j->cols);
+}
+static void layer_norm_grad_cols(void *arg, int64_t c0, int64_t c1) {
+    const row_job *j = arg;
+    for (int64_t c = c0; c < c1; c++) ck_k_layer_norm_grad_col(c, j->dscale, j->dbias, j->dy, j->x, j->m, j->var, j->rows, j->cols);
+}
+static void batch_norm_grad_channels(void *arg, int64_t c0, int64_t c1) {
+    const row_job *j = arg;
+    for (int64_t ch = c0; ch < c1; ch++)
+        ck_k_batch_norm_grad_channel(ch, j->y, j->dscale, j->dbias, j->dy, j->x, j->scale, j->m, j->var, j->N, j->C, j->S);
+}
+static void batch_norm_apply_elems(void *arg, int64_t i0, int64_t i1) {
+    const row_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) j->y[i] = ck_k_batch_norm_apply(i, j->x, j->scale, j->bias, j->m, j->var, j->C, j->S);
+}
+
 int ckrt_layer_norm_grad(ckrt_ctx *c, float *dx, float *dscale, float *dbias, const float *dy, const float *x,
                          const float *scale, const float *mean, const float *inv_std, int64_t rows, int64_t cols) {
     (void)c;
-    if (dx)
-        for (int64_t r = 0; r < rows; r++) ck_k_layer_norm_grad_row(r, dx, dy, x, scale, mean, inv_std, cols);
-    if (dscale || dbias)
-        for (int64_t j = 0; j < cols; j++) ck_k_layer_norm_grad_col(j, dscale, dbias, dy, x, mean, inv_std, rows, cols);
+    row_job j = {.y = dx, .dscale = dscale, .dbias = dbias, .dy = dy, .x = x, .scale = scale, .m = mean, .var = inv_std,
+                 .rows = rows, .cols = cols};
+    if (dx) ckrt_parallel_for(rows, ck_par_rows(cols), layer_norm_grad_rows, &j);
+    if (dscale || dbias) ckrt_parallel_for(cols, ck_par_rows(rows), layer_norm_grad_cols, &j);
     return CKRT_OK;
 }
 
 int ckrt_batch_norm_grad(ckrt_ctx *c, float *dx, float *dscale, float *dbias, const float *dy, const float *x,
                          const float *scale, const float *mean, const float *inv_std, int64_t N, int64_t C, int64_t S) {
     (void)c;
-    for (int64_t ch = 0; ch < C; ch++)
-        ck_k_batch_norm_grad_channel(ch, dx, dscale, dbias, dy, x, scale, mean, inv_std, N, C, S);
+    row_job j = {.y = dx, .dscale = dscale, .dbias = dbias, .dy = dy, .x = x, .scale = scale, .m = mean, .var = inv_std,
+                 .N = N, .C = C, .S = S};
+    ckrt_parallel_for(C, ck_par_rows(N * S), batch_norm_grad_channels, &j);
     return CKRT_OK;
 }
 
 int ckrt_batch_norm_apply(ckrt_ctx *c, float *y, const float *x, const float *scale, const float *bias, const float *mean,
                           const float *inv_std, int64_t N, int64_t C, int64_t S) {
     (void)c;
-    for (int64_t i = 0; i < N * C * S; i++) y[i] = ck_k_batch_norm_apply(i, x, scale, bias, mean, inv_std, C, S);
+    row_job j = {.y = y, .x = x, .scale = scale, .bias = bias, .m = mean, .var = inv_std, .C = C, .S = S};
+    ckrt_parallel_for(N * C * S, CK_PAR_ELEMS, batch_norm_apply_elems, &j);
     return CKRT_OK;
 }

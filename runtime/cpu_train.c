@@ -1,5 +1,9 @@
-/* cpu_train.c — the CPU backend's training kernels: loops over ckrt_kernels_train.h. */
+/* cpu_train.c — the CPU backend's training kernels: loops over ckrt_kernels_train.h. The elementwise
+ * ones (activation gradients, softmax and dropout backward, AdamW) are spread over the thread pool
+ * (ckrt_pool.h) in blocks whose size never depends on the thread count. */
 #include "ckrt.h"
+#include "ckrt_pool.h"
+#include "cpu_iter.h"
 #include "ckrt_kernels_train.h"
 
 #include <math.h>
@@ -36,36 +40,67 @@ int ckrt_cross_entropy_grad(ckrt_ctx *c, float *dx, const float *dloss, const fl
     return CKRT_OK;
 }
 
-int ckrt_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float *x, int64_t n, float alpha, float beta,
-                    float lo, float hi) {
-    (void)c;
-    /* one loop per CKRT_UNARY_OPS row with the op a constant (the body's switch folds away;
-     * simple ops vectorize) */
-    switch (op) {
+/* The arguments of one elementwise training kernel, for its block function (in the pool,
+ * ckrt_pool.h: blocks of CK_PAR_ELEMS elements, or rows, whatever the thread count). */
+typedef struct {
+    int op;
+    float *dx, *p, *m, *v;
+    const float *dy, *x, *g, *a;
+    int64_t n, len, inner;
+    float alpha, beta, lo, hi, gs, lr, b1, b2, eps, wd, bc1, bc2, ratio, scale, momentum;
+    uint64_t seed, step, key, base;
+} elem_job;
+
+/* one loop per CKRT_UNARY_OPS row with the op a constant (the body's switch folds away; simple
+ * ops vectorize) */
+static void unary_grad_elems(void *arg, int64_t i0, int64_t i1) {
+    const elem_job *j = arg;
+    float *dx = j->dx, alpha = j->alpha, beta = j->beta, lo = j->lo, hi = j->hi;
+    const float *dy = j->dy, *x = j->x;
+    switch (j->op) {
 #define CK_GRAD_CASE_(CODE, ...)                                                                                      \
     case CKRT_##CODE:                                                                                                 \
-        for (int64_t i = 0; i < n; i++) dx[i] = ck_k_unary_grad(CKRT_##CODE, dy[i], x[i], alpha, beta, lo, hi);       \
-        return CKRT_OK;
+        for (int64_t i = i0; i < i1; i++) dx[i] = ck_k_unary_grad(CKRT_##CODE, dy[i], x[i], alpha, beta, lo, hi);     \
+        return;
         CKRT_UNARY_OPS(CK_GRAD_CASE_) CK_GRAD_CASE_(CLIP_GRAD)
 #undef CK_GRAD_CASE_
     default: break;
     }
-    for (int64_t i = 0; i < n; i++) dx[i] = ck_k_unary_grad(op, dy[i], x[i], alpha, beta, lo, hi);
+    for (int64_t i = i0; i < i1; i++) dx[i] = ck_k_unary_grad(j->op, dy[i], x[i], alpha, beta, lo, hi);
+}
+
+int ckrt_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float *x, int64_t n, float alpha, float beta,
+                    float lo, float hi) {
+    (void)c;
+    elem_job j = {.op = op, .dx = dx, .dy = dy, .x = x, .alpha = alpha, .beta = beta, .lo = lo, .hi = hi};
+    ckrt_parallel_for(n, CK_PAR_ELEMS, unary_grad_elems, &j);
     return CKRT_OK;
+}
+
+static void softmax_grad_lines(void *arg, int64_t l0, int64_t l1) {
+    const elem_job *j = arg;
+    for (int64_t l = l0; l < l1; l++) ck_k_softmax_grad_line(l, j->op, j->dx, j->dy, j->x, j->len, j->inner);
 }
 
 int ckrt_softmax_grad(ckrt_ctx *c, int log_sm, float *dx, const float *dy, const float *y, int64_t outer, int64_t len,
                       int64_t inner) {
     (void)c;
-    for (int64_t l = 0; l < outer * inner; l++) ck_k_softmax_grad_line(l, log_sm, dx, dy, y, len, inner);
+    elem_job j = {.op = log_sm, .dx = dx, .dy = dy, .x = y, .len = len, .inner = inner};
+    ckrt_parallel_for(outer * inner, ck_par_rows(len), softmax_grad_lines, &j);
     return CKRT_OK;
+}
+
+static void dropout_grad_blocks(void *arg, int64_t b0, int64_t b1) {
+    const elem_job *j = arg;
+    for (int64_t b = b0; b < b1; b++)
+        ck_k_dropout_block(b, j->dx, NULL, j->dy, j->n, j->ratio, j->scale, j->seed, j->step, j->key, j->base);
 }
 
 int ckrt_dropout_grad(ckrt_ctx *c, float *dx, const float *dy, int64_t n, float ratio, uint64_t key) {
     /* the forward's mask, regenerated: dx = dy * mask / (1 - ratio) (ck_k_dropout_block on dy) */
-    float scale = ratio > 0.0f ? 1.0f / (1.0f - ratio) : 1.0f;
-    for (int64_t b = 0; b < (n + 3) / 4; b++) ck_k_dropout_block(b, dx, NULL, dy, n, ratio, scale, c->seed, ckrt_rng_step(c), key,
-                                                                  c->rng_rank * (uint64_t)n);
+    elem_job j = {.dx = dx, .dy = dy, .n = n, .ratio = ratio, .scale = ratio > 0.0f ? 1.0f / (1.0f - ratio) : 1.0f,
+                  .seed = c->seed, .step = ckrt_rng_step(c), .key = key, .base = c->rng_rank * (uint64_t)n};
+    ckrt_parallel_for((n + 3) / 4, CK_PAR_ELEMS / 4, dropout_grad_blocks, &j);
     return CKRT_OK;
 }
 
@@ -90,6 +125,17 @@ int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, float *acc, int6
     return CKRT_OK;
 }
 
+/* the NULL is literal so that the test folds away */
+static void adamw_elems(void *arg, int64_t i0, int64_t i1) {
+    const elem_job *j = arg;
+    if (j->a)
+        for (int64_t i = i0; i < i1; i++)
+            ck_k_adamw(i, j->p, j->g, j->m, j->v, j->a, j->gs, j->lr, j->b1, j->b2, j->eps, j->wd, j->bc1, j->bc2);
+    else
+        for (int64_t i = i0; i < i1; i++)
+            ck_k_adamw(i, j->p, j->g, j->m, j->v, NULL, j->gs, j->lr, j->b1, j->b2, j->eps, j->wd, j->bc1, j->bc2);
+}
+
 int ckrt_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, float *acc, int64_t n, float lr, float b1, float b2,
                float eps, float wd) {
     if (accumulating(c, acc, g, n)) return CKRT_OK;
@@ -97,8 +143,9 @@ int ckrt_adamw(ckrt_ctx *c, float *p, const float *g, float *m, float *v, float 
     float gs = c->grad_scale;
     float bc1 = (float)(1.0 - pow((double)b1, (double)c->step)), bc2 = (float)(1.0 - pow((double)b2, (double)c->step));
     lr *= c->lr_scale;
-    if (a) for (int64_t i = 0; i < n; i++) ck_k_adamw(i, p, g, m, v, a, gs, lr, b1, b2, eps, wd, bc1, bc2);
-    else for (int64_t i = 0; i < n; i++) ck_k_adamw(i, p, g, m, v, NULL, gs, lr, b1, b2, eps, wd, bc1, bc2);
+    elem_job j = {.p = p, .g = g, .m = m, .v = v, .a = a, .gs = gs, .lr = lr, .b1 = b1, .b2 = b2, .eps = eps, .wd = wd,
+                  .bc1 = bc1, .bc2 = bc2};
+    ckrt_parallel_for(n, CK_PAR_ELEMS, adamw_elems, &j);
     return CKRT_OK;
 }
 

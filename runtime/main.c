@@ -19,6 +19,7 @@
  * (ckrt_grad_ready), and written with the other files after the run.
  */
 #include "main.h"
+#include "ckrt_pool.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -188,6 +189,19 @@ static int alloc_memory(run *r) {
     return CKRT_OK;
 }
 
+/* The CPU backend's thread pool: --threads N, else CKRT_NUM_THREADS, else OMP_NUM_THREADS, else
+ * every core in the process's affinity mask. */
+static int start_threads(run *r) {
+    int n = (int)r->threads;
+    r->threads_from = "--threads";
+    if (!n && !(n = ckrt_threads_default(&r->threads_from)))
+        return ckrt_fail(&r->c, CKRT_ERR_USAGE, "%s='%s': expected a thread count from 1 to %d", r->threads_from,
+                         getenv(r->threads_from), CKRT_MAX_THREADS);
+    if (ckrt_threads_set(n) != 0)
+        return ckrt_fail(&r->c, CKRT_ERR_INTERNAL, "cannot start %d threads (%d running)", n, ckrt_threads());
+    return CKRT_OK;
+}
+
 /* --device: the CUDA backend when asked for (an error when it cannot open) or, by default, when
  * a GPU is usable; the CPU otherwise. The first line of output says which (printed once weights
  * and inputs loaded: a program that fails before its steps prints nothing on stdout). */
@@ -214,8 +228,10 @@ static int select_device(run *r) {
         }
         why = c->msg;
     }
-    snprintf(r->device_line, sizeof r->device_line, "device: cpu (%.500s)\n", why);
     c->code = 0;
+    CKRT_TRY(start_threads(r));
+    snprintf(r->device_line, sizeof r->device_line, "device: cpu (%.500s; %d thread%s, from %s)\n", why, ckrt_threads(),
+             ckrt_threads() == 1 ? "" : "s", r->threads_from);
     return CKRT_OK;
 }
 
@@ -361,6 +377,7 @@ int ckrt_main(const ckrt_program *p, int argc, char **argv) {
     ckrt_cpu_init();
     int rc = p->comm_init ? ckrt_dp_init(&r.dp, p, &r.c, &argc, &argv) : CKRT_OK;
     if (!rc) rc = run_program(&r, argc, argv);
+    ckrt_threads_set(1); /* the pool's threads joined, however run_program ended */
     ckrt_run_close_data(&r); /* here: also after a failure part way through opening them */
     if (rc < 0 && r.dp) printf(ckrt_dp_usage, argv[0]);
     free(r.losses);

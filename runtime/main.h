@@ -44,6 +44,8 @@ typedef struct run {
     int64_t mem_limit;             /* --mem-limit in bytes; 0: none */
     const char *device;            /* --device: "cpu", "cuda" or NULL (cuda when usable) */
     int tf32;
+    int64_t threads;               /* --threads N; 0: not given (ckrt_threads_default) */
+    const char *threads_from;      /* where the thread count came from: "--threads", an environment variable, "affinity" */
     char device_line[600];         /* "device: ...", the first line printed once the run starts */
     double *losses;
     double *step_seconds;

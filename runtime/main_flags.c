@@ -2,6 +2,7 @@
  * different flags), getopt_long, integers and sizes (512MiB, 2GB, bytes).
  */
 #include "main.h"
+#include "ckrt_pool.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -12,7 +13,7 @@
 
 static const char *usage_infer =
     "usage: %s [--input NAME=FILE.npy]... [--seed S] [--dump-outputs DIR] [--report FILE.json]\n"
-    "          [--weights FILE] [--help]\n"
+    "          [--weights FILE] [--threads N] [--help]\n"
     "\n"
     "  --input NAME=FILE.npy  feed input NAME (dtype and shape must match exactly)\n"
     "  --data NAME=FILE.npy   a dataset for input NAME, B samples a step (see the training program's --help)\n"
@@ -22,13 +23,16 @@ static const char *usage_infer =
     "  --weights FILE         weights file (default: weights.bin next to this program)\n"
     "  --mem-limit SIZE       refuse to start when the planned memory is over SIZE (512MiB, 2GB, bytes)\n"
     "  --device cpu|cuda      where to run (default: cuda when a GPU is usable, else cpu)\n"
+    "  --threads N            CPU threads for the kernels and GEMMs (default: CKRT_NUM_THREADS, else\n"
+    "                         OMP_NUM_THREADS, else every core this process may run on); the results are\n"
+    "                         the same bits for every N\n"
     "  --tf32                 CUDA: let cuBLAS use TF32 tensor cores (faster, ~1e-3 relative error)\n";
 
 static const char *usage_train =
     "usage: %s [--steps N] [--input NAME=FILE.npy]... [--data NAME=FILE.npy]... [--epochs E] [--shuffle]\n"
     "          [--grad-accum K] [--clip-grad-norm X] [--eval-data NAME=FILE.npy]... [--eval-every N]\n"
     "          [--seed S] [--dump-grads DIR] [--dump-params DIR] [--report FILE.json] [--save-weights FILE]\n"
-    "          [--weights FILE] [--allow-nonfinite] [--help]\n"
+    "          [--weights FILE] [--allow-nonfinite] [--threads N] [--help]\n"
     "\n"
     "  --steps N              training steps (default 1; with --data: the epochs' steps, N caps them)\n"
     "  --input NAME=FILE.npy  feed input NAME the same batch every step (dtype and shape exactly the input's)\n"
@@ -73,12 +77,15 @@ static const char *usage_train =
     "  --timeline FILE.svg    draw the planned live memory over the step\n"
     "  --mem-limit SIZE       refuse to start when the planned memory is over SIZE (512MiB, 2GB, bytes)\n"
     "  --device cpu|cuda      where to run (default: cuda when a GPU is usable, else cpu)\n"
+    "  --threads N            CPU threads for the kernels and GEMMs (default: CKRT_NUM_THREADS, else\n"
+    "                         OMP_NUM_THREADS, else every core this process may run on); the results are\n"
+    "                         the same bits for every N\n"
     "  --tf32                 CUDA: let cuBLAS use TF32 tensor cores (faster, ~1e-3 relative error)\n";
 
 /* ---------------------------------------------------------------- flags */
 
 /* export (main_export.c): long-only options, out of the short options' range */
-enum { OPT_EXPORT_ONNX = 0x200, OPT_EXPORT_ST, OPT_SOURCE_MODEL };
+enum { OPT_EXPORT_ONNX = 0x200, OPT_EXPORT_ST, OPT_SOURCE_MODEL, OPT_THREADS };
 
 static int parse_u64(ckrt_ctx *c, const char *flag, const char *s, uint64_t *out, uint64_t min) {
     char *end;
@@ -150,6 +157,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         {"grad-accum", required_argument, 0, 'G'}, {"clip-grad-norm", required_argument, 0, 'c'},
         {"eval-data", required_argument, 0, 'e'}, {"eval-tokens", required_argument, 0, 'x'},
         {"eval-every", required_argument, 0, 'v'}, {"eval-batches", required_argument, 0, 'b'},
+        {"threads", required_argument, 0, OPT_THREADS},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     ckrt_ctx *c = &r->c;
     int ch;
@@ -235,6 +243,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         case OPT_EXPORT_ONNX: r->export_onnx = optarg; break;
         case OPT_EXPORT_ST: r->export_st = optarg; break;
         case OPT_SOURCE_MODEL: r->source_model = optarg; break;
+        case OPT_THREADS: CKRT_TRY(parse_count(c, "--threads", optarg, 1, CKRT_MAX_THREADS, &r->threads)); break;
         case 'h': printf(training(r) ? usage_train : usage_infer, argv[0]); return -1;
         case ':': return ckrt_fail(c, CKRT_ERR_USAGE, "option '%s' needs a value", opt);
         default: return ckrt_fail(c, CKRT_ERR_USAGE, "unknown option '%s' (see --help)", opt);
