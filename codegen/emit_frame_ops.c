@@ -1,6 +1,6 @@
-/* emit_frame_ops.c — the two families that emit no kernel call: views (Reshape, Flatten,
+/* emit_frame_ops.c — the families that emit no kernel call: views (Reshape, Flatten,
  * Squeeze, Unsqueeze, Identity, disabled Dropout share their input's bytes and are skipped by the
- * frame) and Shape (always folded at load time). */
+ * frame), Shape (always folded at load time) and the recurrent ops (unrolled by the lowering). */
 #include "emit.h"
 
 ck_status ck_emit_view(ck_emit *e, const ck_node *n) {
@@ -10,4 +10,8 @@ ck_status ck_emit_view(ck_emit *e, const ck_node *n) {
 
 ck_status ck_emit_shape(ck_emit *e, const ck_node *n) {
     return ck_emit_unsupported(e, n, "Shape is folded at load time; reaching codegen is a bug");
+}
+
+ck_status ck_emit_lowered(ck_emit *e, const ck_node *n) {
+    return ck_emit_unsupported(e, n, "LSTM, GRU and RNN are unrolled by passes/lower_rnn.c; reaching codegen is a bug");
 }
