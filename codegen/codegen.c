@@ -101,12 +101,6 @@ ck_status ck_emit_unsupported(ck_emit *e, const ck_node *n, const char *fmt, ...
     return CK_ERR_UNSUPPORTED;
 }
 
-/* Family `lowered`: ops that passes/lower.c rewrites into others (Einsum); none reaches codegen. */
-ck_status ck_emit_lowered(ck_emit *e, const ck_node *n) {
-    CK_ASSERT(!"an op of family lowered reached codegen");
-    return ck_emit_unsupported(e, n, "not lowered");
-}
-
 ck_status ck_emit_want_dtype(ck_emit *e, const ck_node *n, const ck_value *v, const char *what, const ck_dtype *ok) {
     char list[200] = "";
     for (int i = 0; ok[i] != CK_UNDEF; i++) {

@@ -523,6 +523,14 @@ static bool convert_attr(loader *L, const Onnx__NodeProto *np, const Onnx__Attri
         a->kind = CK_ATTR_FLOATS, a->n = (int)ap->n_floats;
         a->floats = arena_copy(ar, ap->floats, ap->n_floats, sizeof *a->floats);
         return true;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: /* LSTM/GRU/RNN's activations */
+        if (ap->n_strings > INT_MAX / 16) break;
+        a->kind = CK_ATTR_STRINGS, a->n = (int)ap->n_strings;
+        a->strs = ck_arena_alloc(ar, sizeof *a->strs * (ap->n_strings + 1));
+        if (!a->strs) break;
+        for (size_t k = 0; k < ap->n_strings; k++)
+            a->strs[k] = ck_arena_strndup(ar, (const char *)ap->strings[k].data, ap->strings[k].data ? ap->strings[k].len : 0);
+        return true;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
         if (!ap->t) break;
         char what[600];

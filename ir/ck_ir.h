@@ -193,7 +193,7 @@ bool ck_op_from_name(const char *onnx_name, ck_op *op);
 
 /* ---------------------------------------------------------------- attributes */
 
-typedef enum { CK_ATTR_INT, CK_ATTR_FLOAT, CK_ATTR_STRING, CK_ATTR_INTS, CK_ATTR_FLOATS, CK_ATTR_TENSOR } ck_attr_kind;
+typedef enum { CK_ATTR_INT, CK_ATTR_FLOAT, CK_ATTR_STRING, CK_ATTR_INTS, CK_ATTR_FLOATS, CK_ATTR_TENSOR, CK_ATTR_STRINGS } ck_attr_kind;
 
 typedef struct ck_attr {
     const char *name;
@@ -204,6 +204,7 @@ typedef struct ck_attr {
     int n;                 /* element count of ints / floats */
     int64_t *ints;
     float *floats;
+    const char **strs;     /* the n strings of a STRINGS attribute (LSTM's activations) */
     ck_value *t;           /* a detached constant value (not in the graph's value list) */
 } ck_attr;
 
@@ -386,6 +387,20 @@ ck_status ck_slice_params(const ck_node *n, int64_t *start, int64_t *step, int64
 /* Pad's modes, and its per-axis begin and end pads (every axis of the input; negative crops). */
 enum { CK_PAD_CONSTANT, CK_PAD_REFLECT, CK_PAD_EDGE };
 ck_status ck_pad_params(const ck_node *n, int64_t *begin, int64_t *end, int *mode, ck_diag *d);
+/* LSTM, GRU, RNN (infer_rnn.c): what the node computes, checked; passes/lower_rnn.c unrolls it. */
+typedef enum { CK_RNN_LSTM, CK_RNN_GRU, CK_RNN_PLAIN } ck_rnn_kind;
+typedef enum { CK_RNN_TANH, CK_RNN_RELU, CK_RNN_SIGMOID } ck_rnn_act;
+typedef struct ck_rnn_info {
+    ck_rnn_kind kind;
+    int gates;                 /* 4 (LSTM: iofc), 3 (GRU: zrh), 1 (RNN) */
+    int layout;                /* 0: X (T,B,I); 1: X (B,T,I) */
+    int dirs;                  /* 1, or 2 for bidirectional */
+    bool reverse;              /* direction=reverse (dirs == 1) */
+    bool linear_before_reset;  /* GRU */
+    ck_rnn_act act[2];         /* RNN: the activation of each direction */
+    int64_t seq, batch, input, hidden;
+} ck_rnn_info;
+ck_status ck_rnn_params(const ck_node *n, ck_rnn_info *r, ck_diag *d);
 /* Shape's [lo, hi) dims range after clamping its start/end attributes. */
 void ck_shape_range(const ck_node *n, int64_t *lo, int64_t *hi);
 

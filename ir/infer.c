@@ -1113,7 +1113,7 @@ ck_status ck_infer_node(ck_node *n, ck_diag *d) {
         return node_err(d, n, CK_ERR_MODEL, "has %d outputs, expected %d to %d", n->n_out, oi->out_min, oi->out_max);
     for (int i = 0; i < oi->in_min; i++)
         if (!n->in[i]) return node_err(d, n, CK_ERR_MODEL, "required input %d is empty", i);
-    if (!n->out[0]) return node_err(d, n, CK_ERR_MODEL, "output 0 is empty");
+    if (oi->out_min > 0 && !n->out[0]) return node_err(d, n, CK_ERR_MODEL, "output 0 is empty"); /* LSTM's Y is optional */
     ck_status st = oi->infer(n, d);
     if (st) return st;
     /* later code multiplies dims freely: no inferred shape may be negative or overflow */

@@ -19,35 +19,44 @@
  *     (same axes and keepdims; L2's gradient is infinite where a norm is 0, as Sqrt's is)
  *
  * Reshapes are views (no bytes), Gemm's gradient uses its trans flags (no transposes), and Gelu's
- * gradient reads only x. Each replacement keeps the replaced node's name, so scope-based
+ * gradient reads only x. LSTM, GRU and RNN nodes are unrolled over their sequence by lower_rnn.c
+ * (its header says how), with the helpers lower.h shares. Each replacement keeps the replaced node's name, so scope-based
  * checkpoint policies see the same blocks; the last new node produces the original output value,
  * so everything downstream (graph outputs, names in reports) is unchanged.
  */
-#include "ck_passes.h"
+#include "lower.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    ck_graph *g;
-    int *uses;      /* per value id: how many node inputs and graph outputs read it */
-    ck_node **out;  /* the new schedule */
-    int n_out;
-} ck_lower;
-
-static ck_node *emit(ck_lower *L, ck_op op, const char *name, int n_in, ck_value **in) {
-    ck_node *n = ck_graph_new_node(L->g, op, name, n_in, in, 1); /* scheduled in the new order only */
+/* Appends n to the new schedule, growing it (an unrolled LSTM adds many nodes per node). */
+static void push(ck_lower *L, ck_node *n) {
+    if (L->n_out == L->cap_out) {
+        int cap = L->cap_out * 2 + 64;
+        ck_node **grown = realloc(L->out, sizeof *grown * (size_t)cap);
+        CK_ASSERT(grown);
+        L->out = grown, L->cap_out = cap;
+    }
     L->out[L->n_out++] = n;
+}
+
+ck_node *ck_lower_emit(ck_lower *L, ck_op op, const char *name, int n_in, ck_value **in, int n_out) {
+    ck_node *n = ck_graph_new_node(L->g, op, name, n_in, in, n_out); /* scheduled in the new order only */
+    push(L, n);
     return n;
 }
 
-static void set_int(ck_lower *L, ck_node *n, const char *name, int64_t v) {
+static ck_node *emit(ck_lower *L, ck_op op, const char *name, int n_in, ck_value **in) {
+    return ck_lower_emit(L, op, name, n_in, in, 1);
+}
+
+void ck_lower_set_int(ck_lower *L, ck_node *n, const char *name, int64_t v) {
     ck_node_add_attr(L->g, n, (ck_attr){.name = name, .kind = CK_ATTR_INT, .i = v});
 }
 
-static ck_value *shape_const(ck_lower *L, int rank, const int64_t *dims) {
+ck_value *ck_lower_shape_const(ck_lower *L, int rank, const int64_t *dims) {
     int64_t k = rank;
     ck_value *c = ck_graph_add_value(L->g, "shape", CK_I64, 1, &k, CK_ROLE_CONST);
     c->data = ck_arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(rank + 1));
@@ -56,8 +65,8 @@ static ck_value *shape_const(ck_lower *L, int rank, const int64_t *dims) {
     return c;
 }
 
-/* Makes n produce `v` (an existing value) instead of its fresh output. */
-static ck_status adopt_output(ck_lower *L, ck_node *n, ck_value *v, ck_diag *d) {
+ck_status ck_lower_adopt_output(ck_lower *L, ck_node *n, ck_value *v, ck_diag *d) {
+    (void)L;
     ck_status st = ck_infer_node(n, d);
     if (st) return st;
     ck_value *fresh = n->out[0];
@@ -69,10 +78,15 @@ static ck_status adopt_output(ck_lower *L, ck_node *n, ck_value *v, ck_diag *d) 
     return CK_OK;
 }
 
-static ck_value *reshape(ck_lower *L, const char *name, ck_value *x, int rank, const int64_t *dims, ck_diag *d) {
-    ck_node *r = emit(L, CK_OP_RESHAPE, name, 2, (ck_value *[]){x, shape_const(L, rank, dims)});
+ck_value *ck_lower_reshape(ck_lower *L, const char *name, ck_value *x, int rank, const int64_t *dims, ck_diag *d) {
+    ck_node *r = emit(L, CK_OP_RESHAPE, name, 2, (ck_value *[]){x, ck_lower_shape_const(L, rank, dims)});
     return ck_infer_node(r, d) ? NULL : r->out[0];
 }
+
+#define set_int ck_lower_set_int
+#define shape_const ck_lower_shape_const
+#define adopt_output ck_lower_adopt_output
+#define reshape ck_lower_reshape
 
 static bool has_zero_dim(const ck_value *v) {
     for (int i = 0; i < v->rank; i++)
@@ -300,9 +314,8 @@ ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
     int nn = g->n_nodes;
     L.uses = calloc((size_t)g->next_value_id + 1, sizeof *L.uses);
     ck_node **old = malloc(sizeof *old * (size_t)(nn + 1));
-    int n_einsum = 0; /* an Einsum becomes at most 9 nodes */
-    for (int i = 0; i < nn; i++) n_einsum += g->nodes[i]->op == CK_OP_EINSUM;
-    L.out = malloc(sizeof *L.out * (size_t)(3 * nn + 9 * n_einsum + 1));
+    L.cap_out = 3 * nn + 1;
+    L.out = malloc(sizeof *L.out * (size_t)L.cap_out);
     if (!L.uses || !old || !L.out) {
         free(L.uses), free(old), free(L.out);
         ck_diag_add(d, "out of memory lowering the graph");
@@ -323,8 +336,9 @@ ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
         else if (n->op == CK_OP_EINSUM) done = lower_einsum(&L, n, d, &st);
         else if (n->op == CK_OP_REDUCE_L1 || n->op == CK_OP_REDUCE_L2 || n->op == CK_OP_REDUCE_SUM_SQUARE)
             done = lower_reduce_norm(&L, n, d, &st);
+        else if (n->op == CK_OP_LSTM || n->op == CK_OP_GRU || n->op == CK_OP_RNN) done = true, st = ck_lower_rnn(&L, n, d);
         if (done) changed++;
-        else L.out[L.n_out++] = n;
+        else push(&L, n);
     }
     if (!st && changed) {
         /* the replaced nodes' inputs (a Transpose, the GELU's inner nodes) die here */

@@ -11,7 +11,8 @@
  * "Looks like a buffer" is structural (no weight byte is read: --plan-only must not touch them):
  * a trained initializer looks like a parameter when some forward use of it, seen through
  * Identity/Cast/Reshape/Transpose/(Un)Squeeze/Flatten/Expand, is a weight slot — any input of
- * MatMul/Gemm, Conv's weight or bias, a norm's scale or bias, Gather's data (an embedding) — or,
+ * MatMul/Gemm, Conv's weight or bias, a norm's scale or bias, Gather's data (an embedding), also
+ * through Slice/Split/Concat (the gate-reordered weights of an exported LSTM) — or,
  * for a tensor with at most one dimension above 1 (a bias, a per-channel or RMSNorm scale, a class
  * token), an input of Add/Sub/Mul/Div/Concat. Every other one looks like a buffer: a (T,T) mask
  * added to the scores, a (T,D) cos/sin table multiplied in, a table only ever sliced. A learned
@@ -38,6 +39,17 @@ static bool weight_slot(const ck_node *n, int k) {
     case CK_OP_GATHER: return k == 0;
     default: return false;
     }
+}
+
+/* A weight assembled from pieces (PyTorch's LSTM/GRU export reorders the gates of its weights and
+ * biases by Slice and Concat, and the unrolled recurrence Splits them per direction and gate): a
+ * slice, a split part or a concatenated piece of a weight is a weight (of a bias, a bias). */
+static void pieces_to_weight(const ck_node *n, char *strict, char *elem) {
+    for (int k = 0; n->op == CK_OP_SPLIT && k < n->n_out; k++)
+        if (n->out[k]) strict[n->in[0]->id] |= strict[n->out[k]->id], elem[n->in[0]->id] |= elem[n->out[k]->id];
+    if (n->op == CK_OP_SLICE) strict[n->in[0]->id] |= strict[n->out[0]->id], elem[n->in[0]->id] |= elem[n->out[0]->id];
+    for (int k = 0; n->op == CK_OP_CONCAT && k < n->n_in; k++)
+        if (n->in[k]) strict[n->in[k]->id] |= strict[n->out[0]->id];
 }
 
 static bool elementwise_slot(const ck_node *n) {
@@ -67,9 +79,12 @@ static void buffer_like(const ck_graph *g, bool *looks) {
     /* last node first: a chain of pass-through ops carries its end's use back to its start */
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         const ck_node *n = g->nodes[i];
-        if (n->phase != CK_PHASE_FORWARD || !pass_through(n->op) || !n->in[0] || !n->out[0]) continue;
-        strict[n->in[0]->id] |= strict[n->out[0]->id];
-        elem[n->in[0]->id] |= elem[n->out[0]->id];
+        if (n->phase != CK_PHASE_FORWARD || !n->in[0] || !n->out[0]) continue;
+        if (pass_through(n->op)) {
+            strict[n->in[0]->id] |= strict[n->out[0]->id];
+            elem[n->in[0]->id] |= elem[n->out[0]->id];
+        }
+        pieces_to_weight(n, strict, elem);
     }
     for (int k = 0; k < g->n_train; k++) {
         const ck_value *p = g->train_params[k];

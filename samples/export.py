@@ -6,7 +6,7 @@
 #     /usr/bin/python3 samples/export.py            # every sample
 #     /usr/bin/python3 samples/export.py gpt4       # only the named sample(s)
 #
-# It (re)writes, for each model NAME in mlp, gpt, bert, resnet, hardmlp, padnet, gpt_deep, gpt4:
+# It (re)writes, for each model NAME in mlp, gpt, bert, resnet, hardmlp, padnet, gpt_deep, gpt4, lstm:
 #
 #   samples/NAME.onnx              the model, exported in TRAINING mode at opset 17 without constant
 #                                  folding, so Dropout and BatchNormalization keep their training
@@ -32,8 +32,9 @@
 #                                  loss = F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1))
 #                                  (mean) of the same dropout-off, training-mode forward as above;
 #   samples/resnet.after_step/B.npy  BatchNorm running_mean/running_var after that one forward;
-#   samples/NAME.sgd_step/P.npy    (mlp, gpt, gpt4) every parameter after one
-#                                  torch.optim.SGD(lr=0.1) step.
+#   samples/NAME.sgd_step/P.npy    (mlp, gpt, gpt4, hardmlp, padnet, lstm) every parameter after one
+#                                  torch.optim.SGD(lr=0.1) step;
+#   json "sgd_losses"              (lstm) the losses of 3 such SGD steps on the same batch.
 #
 # A float64 finite-difference spot check of a few recorded gradient elements is printed (not stored).
 #
@@ -276,6 +277,22 @@ class ResNet(nn.Module):
 # Sample table: name -> how to build the model and its example input
 # ---------------------------------------------------------------------------------------------
 
+class LSTMClassifier(nn.Module):
+    """Embedding -> 2-layer bidirectional LSTM (batch_first) -> mean over time -> Linear. Exported,
+    each layer is one ONNX LSTM node (direction=bidirectional) fed by Slice/Concat of the PyTorch
+    weights (gates reordered ifgo -> iofc) and Expand'ed zero initial states."""
+
+    def __init__(self, vocab=97, d=16, hidden=24, n_classes=5):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.lstm = nn.LSTM(d, hidden, num_layers=2, bidirectional=True, batch_first=True)
+        self.head = nn.Linear(2 * hidden, n_classes)
+
+    def forward(self, idx):                    # idx: (B, T) int64
+        y, _ = self.lstm(self.emb(idx))        # (B, T, 2 * hidden)
+        return self.head(y.mean(dim=1))
+
+
 def tokens(gen, shape, vocab=97):
     return torch.randint(0, vocab, shape, generator=gen, dtype=torch.long)
 
@@ -330,6 +347,11 @@ SAMPLES = [
          dynamic_axes={"idx": {0: "batch"}, "logits": {0: "batch"}}, dims={"batch": 4},
          labels=next_token_labels, sgd=True,
          fd_params=["blocks.0.attn.qkv.weight", "blocks.3.ln1.weight"]),
+    dict(name="lstm", model=lambda: LSTMClassifier(),
+         inputs=["idx"], example=lambda g: [tokens(g, (2, 8))],
+         outputs=["logits"], dynamic_axes=None, dims={},
+         labels=lambda g, ex: torch.randint(0, 5, (2,), generator=g), sgd=True, sgd_steps=3,
+         fd_params=["lstm.weight_hh_l0", "lstm.bias_ih_l1_reverse"]),
 ]
 
 REFERENCE_NOTE = (
@@ -545,6 +567,15 @@ def train_reference(spec, model, example, ref_out, init_names):
             out["note"] += SGD_NOTE
             save_npy_dir(os.path.join(HERE, out["sgd_step_dir"]),
                          [(n, p.detach().numpy().copy()) for n, p in tm.named_parameters()])
+            if spec.get("sgd_steps", 1) > 1:  # the losses of the next steps, same SGD
+                losses, opt = [out["loss"]], torch.optim.SGD(tm.parameters(), lr=SGD_LR)
+                for _ in range(spec["sgd_steps"] - 1):
+                    opt.zero_grad(set_to_none=True)
+                    step_loss = ce_loss(tm(*example), labels)
+                    losses.append(float(step_loss.item()))
+                    step_loss.backward()
+                    opt.step()
+                out["sgd_losses"] = losses
 
         print("   train: loss %.7f  max|grad| %.6g  %d grads  without grad %s  not initializers %s"
               "  forward == reference output: %s"

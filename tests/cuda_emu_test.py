@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 SKIP = 77
-SAMPLES = os.environ.get("CK_EMU_SAMPLES", "mlp gpt bert resnet gpt_deep gpt4 hardmlp padnet").split()
+SAMPLES = os.environ.get("CK_EMU_SAMPLES", "mlp gpt bert resnet gpt_deep gpt4 hardmlp padnet lstm").split()
 VARIANTS = [("train", []), ("blocks+offload", ["--checkpoint=blocks", "--offload"]), ("infer", ["--infer"]),
             ("accum+clip+eval", ["--grad-accum", "--clip-grad-norm", "0.5"])]
 # the trainer loop's device paths (accumulation, clipping, the gradient norm, eval mode) on two samples

@@ -818,6 +818,87 @@ def _pad(c, key):
     c.ref = lambda P, I: [t_pad(P["x"], pads, mode, value or 0.0, axes)]
 
 
+def t_rnn(kind, X, W, R, B, h0, c0, P, direction, layout, lbr, act):
+    """ONNX LSTM/GRU/RNN written from the operator spec's equations, one step at a time (gates
+    iofc / zrh; Y (T,D,B,H) or, layout 1, (B,T,D,H); Y_h, Y_c (D,B,H) or (B,D,H))."""
+    if layout:
+        X = X.transpose(0, 1)
+        h0 = None if h0 is None else h0.transpose(0, 1)
+        c0 = None if c0 is None else c0.transpose(0, 1)
+    T, Bn = X.shape[0], X.shape[1]
+    D, H = W.shape[0], R.shape[2]
+    f = {"Tanh": torch.tanh, "Relu": torch.relu, "Sigmoid": torch.sigmoid}[act]
+    ys, hs, cs = [], [], []
+    for d in range(D):
+        h = h0[d] if h0 is not None else torch.zeros(Bn, H, dtype=X.dtype)
+        c = c0[d] if c0 is not None else torch.zeros(Bn, H, dtype=X.dtype)
+        wb, rb = (B[d][:B.shape[1] // 2], B[d][B.shape[1] // 2:]) if B is not None else (0, 0)
+        out = [None] * T
+        rev = direction == "reverse" or d == 1
+        for t in (reversed(range(T)) if rev else range(T)):
+            xw = X[t] @ W[d].T + wb
+            if kind == "LSTM":
+                g = xw + h @ R[d].T + rb
+                gi, go, gf, gc = g.split(H, dim=1)
+                pi, po, pf = P[d].split(H) if P is not None else (0, 0, 0)
+                i, fg = torch.sigmoid(gi + pi * c), torch.sigmoid(gf + pf * c)
+                c = fg * c + i * torch.tanh(gc)
+                h = torch.sigmoid(go + po * c) * torch.tanh(c)
+            elif kind == "GRU":
+                xz, xr, xh = xw.split(H, dim=1)
+                Rz, Rr, Rh = R[d].split(H, dim=0)
+                rbz, rbr, rbh = rb.split(H) if B is not None else (0, 0, 0)
+                z = torch.sigmoid(xz + h @ Rz.T + rbz)
+                r = torch.sigmoid(xr + h @ Rr.T + rbr)
+                hh = torch.tanh(xh + r * (h @ Rh.T + rbh)) if lbr else torch.tanh(xh + (r * h) @ Rh.T + rbh)
+                h = (1 - z) * hh + z * h
+            else:
+                h = f(xw + h @ R[d].T + rb)
+            out[t] = h
+        ys.append(torch.stack(out))
+        hs.append(h)
+        cs.append(c)
+    Y, Yh, Yc = torch.stack(ys, 1), torch.stack(hs), torch.stack(cs)
+    if layout:
+        Y, Yh, Yc = Y.permute(2, 0, 1, 3), Yh.transpose(0, 1), Yc.transpose(0, 1)
+    return Y, Yh, Yc
+
+
+RNNS = [  # name, op, T, B, I, H, direction, layout, bias, initial states, peepholes, GRU lbr, RNN activation
+    ("lstm_forward_bias_h0", "LSTM", 4, 2, 3, 5, "forward", 0, True, True, False, 0, None),
+    ("lstm_bidirectional_peepholes", "LSTM", 3, 2, 3, 4, "bidirectional", 0, True, True, True, 0, None),
+    ("lstm_reverse_layout1_nobias", "LSTM", 4, 3, 2, 3, "reverse", 1, False, False, False, 0, None),
+    ("gru_bidirectional_lbr0", "GRU", 4, 2, 3, 4, "bidirectional", 0, True, True, False, 0, None),
+    ("gru_layout1_lbr1_h0", "GRU", 3, 2, 3, 5, "forward", 1, True, True, False, 1, None),
+    ("rnn_reverse_relu", "RNN", 4, 2, 3, 4, "reverse", 0, True, True, False, 0, "Relu"),
+    ("rnn_bidirectional_layout1_tanh", "RNN", 3, 3, 2, 4, "bidirectional", 1, True, False, False, 0, None),
+]
+
+
+@cases([(r[0], r[1:]) for r in RNNS])
+def _rnn(c, key):
+    op, T, Bn, I, H, direction, layout, bias, states, peep, lbr, act = key
+    D, G = (2 if direction == "bidirectional" else 1), {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    x = c.param("x", c.normal((Bn, T, I) if layout else (T, Bn, I)))
+    w, r = c.param("w", c.normal((D, G * H, I), 0.5)), c.param("r", c.normal((D, G * H, H), 0.5))
+    st = (Bn, D, H) if layout else (D, Bn, H)
+    ins = [x, w, r, c.param("b", c.normal((D, 2 * G * H), 0.5)) if bias else "", ""]
+    ins += [c.param("h0", c.normal(st)) if states else ""]
+    if op == "LSTM":
+        ins += [c.param("c0", c.normal(st)) if states else "", c.param("p", c.normal((D, 3 * H), 0.5)) if peep else ""]
+    while ins[-1] == "":
+        ins.pop()
+    attrs = dict(hidden_size=H, direction=direction, layout=layout)
+    if op == "GRU":
+        attrs["linear_before_reset"] = lbr
+    if act:
+        attrs["activations"] = [act] * D
+    outs = c.node(op, ins, n_out=3 if op == "LSTM" else 2, **attrs)
+    c.out(*outs)
+    c.ref = lambda P, I: list(t_rnn(op, P["x"], P["w"], P["r"], P.get("b"), P.get("h0"), P.get("c0"), P.get("p"),
+                                    direction, layout, lbr, act or "Tanh"))[:len(outs)]
+
+
 def t_scatter_nd(data, idx, upd, reduction):
     k = idx.shape[-1]
     cols = tuple(torch.tensor(c, dtype=torch.long) for c in idx.reshape(-1, k).T)

@@ -1360,6 +1360,77 @@ START_TEST(arity_checks) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- recurrent (ir/infer_rnn.c) */
+
+static void attr_strs(ck_node *n, const char *name, int cnt, const char **v) {
+    const char **p = ck_arena_alloc(G->arena, sizeof *p * (size_t)(cnt + 1));
+    memcpy(p, v, sizeof *p * (size_t)cnt);
+    ck_node_add_attr(G, n, (ck_attr){.name = name, .kind = CK_ATTR_STRINGS, .n = cnt, .strs = p});
+}
+
+START_TEST(rnn_layouts) {
+    /* LSTM, bidirectional, layout 0: X (T=5,B=2,I=3), H=4 -> Y (5,2,2,4), Y_h = Y_c = (2,2,4) */
+    ck_node *a = NODE(CK_OP_LSTM, "/lstm", 3, IN("x", CK_F32, 5, 2, 3), IN("w", CK_F32, 2, 16, 3), IN("r", CK_F32, 2, 16, 4),
+                      IN("b", CK_F32, 2, 32), NULL, IN("h0", CK_F32, 2, 2, 4), IN("c0", CK_F32, 2, 2, 4), IN("p", CK_F32, 2, 12));
+    attr_str(a, "direction", "bidirectional");
+    attr_strs(a, "activations", 6, (const char *[]){"Sigmoid", "Tanh", "Tanh", "Sigmoid", "Tanh", "Tanh"});
+    INFER_OK(a);
+    EXPECT(a->out[0], CK_F32, 5, 2, 2, 4);
+    EXPECT(a->out[1], CK_F32, 2, 2, 4);
+    EXPECT(a->out[2], CK_F32, 2, 2, 4);
+    /* GRU, layout 1: X (B=2,T=5,I=3), H from hidden_size=6 -> Y (2,5,1,6), Y_h (2,1,6); sequence_lens all 5 */
+    int32_t lens[2] = {5, 5};
+    ck_node *b = NODE(CK_OP_GRU, "/gru", 2, IN("x1", CK_F32, 2, 5, 3), IN("w1", CK_F32, 1, 18, 3), IN("r1", CK_F32, 1, 18, 6),
+                      NULL, konst("lens", CK_I32, 1, DIMS(2), lens), IN("h1", CK_F32, 2, 1, 6));
+    attr_int(b, "layout", 1);
+    attr_int(b, "hidden_size", 6);
+    attr_int(b, "linear_before_reset", 1);
+    INFER_OK(b);
+    EXPECT(b->out[0], CK_F32, 2, 5, 1, 6);
+    EXPECT(b->out[1], CK_F32, 2, 1, 6);
+    /* RNN, reverse, Relu; only Y_h wanted (Y empty) */
+    ck_node *c = NODE(CK_OP_RNN, "/rnn", 2, IN("x2", CK_F32, 7, 3, 2), IN("w2", CK_F32, 1, 5, 2), IN("r2", CK_F32, 1, 5, 5));
+    attr_str(c, "direction", "reverse");
+    attr_strs(c, "activations", 1, (const char *[]){"Relu"});
+    c->out[0] = NULL;
+    INFER_OK(c);
+    EXPECT(c->out[1], CK_F32, 1, 3, 5);
+    ck_rnn_info r;
+    ck_assert_int_eq(ck_rnn_params(c, &r, &D), CK_OK);
+    ck_assert(r.reverse && r.dirs == 1 && r.act[0] == CK_RNN_RELU && r.seq == 7 && r.batch == 3 && r.hidden == 5);
+}
+END_TEST
+
+START_TEST(rnn_errors) {
+#define LSTM_NODE(name, ...) NODE(CK_OP_LSTM, name, 3, IN("x", CK_F32, 5, 2, 3), IN("w", CK_F32, 1, 16, 3), IN("r", CK_F32, 1, 16, 4), ##__VA_ARGS__)
+    ck_node *a = LSTM_NODE("/clip");
+    attr_float(a, "clip", 3.0f);
+    EXPECT_FAIL(a, CK_ERR_UNSUPPORTED, "clip");
+    ck_node *b = LSTM_NODE("/forget");
+    attr_int(b, "input_forget", 1);
+    EXPECT_FAIL(b, CK_ERR_UNSUPPORTED, "input_forget");
+    ck_node *c = LSTM_NODE("/acts");
+    attr_strs(c, "activations", 3, (const char *[]){"Sigmoid", "Relu", "Tanh"});
+    EXPECT_FAIL(c, CK_ERR_UNSUPPORTED, "'Relu'");
+    ck_node *d = LSTM_NODE("/lens_runtime", NULL, IN("lens", CK_I32, 2));
+    EXPECT_FAIL(d, CK_ERR_UNSUPPORTED, "sequence_lens", "compile time");
+    int32_t lens[2] = {5, 3};
+    ck_node *e = LSTM_NODE("/lens_unequal", NULL, konst("lens2", CK_I32, 1, DIMS(2), lens));
+    EXPECT_FAIL(e, CK_ERR_UNSUPPORTED, "sequence_lens[1] = 3");
+    ck_node *f = NODE(CK_OP_LSTM, "/w_shape", 3, IN("x3", CK_F32, 5, 2, 3), IN("w3", CK_F32, 1, 12, 3), IN("r3", CK_F32, 1, 16, 4));
+    EXPECT_FAIL(f, CK_ERR_SHAPE, "(1,12,3)", "(1,16,3)");
+    ck_node *g = LSTM_NODE("/dir");
+    attr_str(g, "direction", "sideways");
+    EXPECT_FAIL(g, CK_ERR_MODEL, "sideways");
+    ck_node *h = NODE(CK_OP_GRU, "/f64", 2, IN("x4", CK_F64, 5, 2, 3), IN("w4", CK_F64, 1, 12, 3), IN("r4", CK_F64, 1, 12, 4));
+    EXPECT_FAIL(h, CK_ERR_UNSUPPORTED, "float32");
+    ck_node *i = NODE(CK_OP_RNN, "/alpha", 2, IN("x5", CK_F32, 5, 2, 3), IN("w5", CK_F32, 1, 4, 3), IN("r5", CK_F32, 1, 4, 4));
+    attr_float(i, "activation_alpha", 0.1f);
+    EXPECT_FAIL(i, CK_ERR_UNSUPPORTED, "activation_alpha");
+#undef LSTM_NODE
+}
+END_TEST
+
 /* ---------------------------------------------------------------- suite */
 
 static Suite *infer_suite(void) {
@@ -1377,6 +1448,7 @@ static Suite *infer_suite(void) {
         {"index", {slice_basic, slice_negative_step_start_clamp, slice_errors, gather_axes, gather_errors, unsqueeze_forms,
                    squeeze_forms, expand_bidirectional, trilu_forms, pad_forms, pad_errors, nd_forms}},
         {"shape", {shape_ranges, constant_of_shape, range_counts, range_errors}},
+        {"recurrent", {rnn_layouts, rnn_errors}},
         {"arity", {arity_checks}},
         {"einsum", {einsum_forms, einsum_errors}},
 

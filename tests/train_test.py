@@ -10,7 +10,9 @@
    - the loss: relative error <= 1e-5,
    - every gradient: max |ours - torch| <= 1e-4 * max |torch| (per tensor),
    - the updated parameters: max |ours - torch| <= 1e-6 * max(1, max |torch|),
-   - BatchNorm running mean/var: max |ours - torch| <= 1e-5 * max(1, max |torch|).
+   - BatchNorm running mean/var: max |ours - torch| <= 1e-5 * max(1, max |torch|),
+   - where the sample records them (lstm: "sgd_losses"), the losses of 3 SGD steps on the same
+     batch: relative error <= 1e-5 each.
 2. Checkpointing changes nothing but memory: for every sample, every policy (blocks, sqrt,
    every:2, blocks --offload) with dropout ON and AdamW, three steps give losses, gradients,
    parameters and buffers (BatchNorm running stats) bit-identical to --checkpoint=none, and each
@@ -81,7 +83,7 @@ def rel_err(a, b):
     return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))) / max(float(np.max(np.abs(b))), 1e-30))
 
 
-SAMPLES = [s for s in ["mlp", "gpt", "bert", "resnet", "gpt4", "hardmlp", "padnet"] if re.search(args.filter, s)]
+SAMPLES = [s for s in ["mlp", "gpt", "bert", "resnet", "gpt4", "hardmlp", "padnet", "lstm"] if re.search(args.filter, s)]
 
 
 def parity(name):
@@ -134,6 +136,8 @@ def parity(name):
             if e > 1e-6:
                 bad.append(f"{f}: {e:.3g}")
         check(f"{name}: parameters after one SGD step match torch.optim.SGD", not bad, "; ".join(bad[:5]))
+    if "sgd_losses" in tr:
+        sgd_losses(name, ref, tr["sgd_losses"])
     adir = os.path.join(args.samples, f"{name}.after_step")
     if os.path.isdir(adir):
         bad = []
@@ -148,6 +152,21 @@ def parity(name):
             if e > 1e-5:
                 bad.append(f"{f}: {e:.3g}")
         check(f"{name}: BatchNorm running stats after one step match PyTorch", not bad, "; ".join(bad[:5]))
+
+
+def sgd_losses(name, ref, want):
+    """The losses of len(want) SGD steps (lr 0.1, dropout off) on the sample's batch against PyTorch's."""
+    d = os.path.join(args.work, f"{name}-sgd{len(want)}")
+    err = build(os.path.join(args.samples, f"{name}.onnx"), d, ["--disable-dropout", "--optimizer=sgd", "--lr", "0.1"],
+                ref.get("dims", {}))
+    p = None if err else run(d, inputs_for(name, ref) + ["--steps", str(len(want)), "--report", f"{d}/report.json"])
+    if err or p.returncode != 0:
+        check(f"{name}: {len(want)} SGD steps run", False, (err or p.stderr)[:2000])
+        return
+    got = json.load(open(f"{d}/report.json"))["losses"]
+    errs = [abs(a - b) / abs(b) for a, b in zip(got, want)]
+    check(f"{name}: {len(want)} SGD steps' losses {got} vs torch {want} (max relative error {max(errs):.2e})",
+          len(got) == len(want) and max(errs) <= 1e-5)
 
 
 def files_of(d):
