@@ -311,10 +311,12 @@ def part_fraction():
 
 def emu_build(d, prog):
     lib, rt, tests, cxx = EMU
-    p = run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-DCK_EMULATE", "-I", tests, "-x", "c++", f"{d}/kernels.cu", "-o",
-             f"{d}/kernels_emu.so"])
-    if p.returncode == 0:
-        p = run(["cc", "-std=c11", "-O1", "-I", rt, f"{d}/{prog}.c", "-o", f"{d}/{prog}_emu", lib, "-lopenblas", "-lm", "-ldl"])
+    extra = os.environ.get("CK_EMU_FLAGS", "").split()  # a sanitizer build's instrumentation
+    p = run([cxx, *extra, "-std=c++17", "-O1", "-shared", "-fPIC", "-DCK_EMULATE", "-I", tests, "-x", "c++", f"{d}/kernels.cu",
+             "-o", f"{d}/kernels_emu.so"])
+    if p.returncode == 0:  # CK_RT_LIBS: what libckrt needs beyond OpenBLAS (oneDNN)
+        p = run(["cc", *extra, "-std=c11", "-O1", "-I", rt, f"{d}/{prog}.c", "-o", f"{d}/{prog}_emu", lib, "-lopenblas",
+                 *os.environ.get("CK_RT_LIBS", "").split(), "-lm", "-ldl", *extra])
     return None if p.returncode == 0 else p.stderr[-2000:]
 
 
