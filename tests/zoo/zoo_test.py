@@ -20,10 +20,11 @@ Dropout modules in eval mode, everything else, BatchNorm included, in training m
              float64 value lies within float32 rounding of a ReLU's kink (counted in the float64
              forward: ReLU-like inputs and BatchNorm outputs within 1e-5 of their tensor's std of
              a kink) goes either way in any float32 program, and flipping it changes every
-             gradient upstream by up to 1e-1. So the inputs are drawn again (up to 8 seeds, the
-             table names the one used) until the float64 forward has no such activation; a model
-             that still has some and whose gradients miss the tolerance is reported (the count and
-             the worst tensors), not judged;
+             gradient upstream by up to 1e-1. So of 8 draws of the inputs the test takes the one
+             whose float64 forward has the fewest such activations (the first with none; the table
+             names the seed when it is not the model's own); a model that still has some and whose
+             gradients miss the tolerance is reported (the count and the worst tensors), not judged;
+  blocks     wherever sqrt plans a lower peak than none, blocks does too;
   steps      3 SGD steps (lr 0.05): losses against PyTorch float32's, relative error within 1e-5
              for models without BatchNorm (with BatchNorm the errors are reported, not judged:
              over a batch of 2 the steps are chaotic: PyTorch's own float32 and float64 losses part
@@ -248,6 +249,9 @@ def policies(spec, onnx_path, d, files):
         check(f"{spec.name} --checkpoint={pol}: 2 AdamW steps with dropout bit-identical to none",
               got[0] == base[0] and not diff and len(got[1]) == len(base[1]), f"losses {got[0]} vs {base[0]}; files {diff[:4]}")
     rows[spec.name]["peaks"] = peaks
+    if peaks["sqrt"] < peaks["none"]:
+        check(f"{spec.name}: blocks lowers the planned peak as sqrt does ({peaks['blocks']} vs none {peaks['none']}, "
+              f"sqrt {peaks['sqrt']})", peaks["blocks"] < peaks["none"])
 
 
 def plain_export_warns(spec, model, x, d):
@@ -274,13 +278,17 @@ def one(spec):
                 if p.dim() >= 2 and not p.any():
                     p.normal_(0, 0.02)
     row["params"] = sum(p.numel() for p in model.parameters())
-    # inputs whose float64 forward puts no activation at a kink, where one exists in 8 draws
+    # of 8 draws, the inputs whose float64 forward puts the fewest activations at a kink (the first with none)
     seed = int(os.environ.get("CK_ZOO_SEED", spec.seed))
+    best = None
     for k in range(8):
-        inputs = make_inputs(spec, seed + k)
-        if kinks_at(model, inputs) == 0:
+        n = kinks_at(model, make_inputs(spec, seed + k))
+        if best is None or n < best[0]:
+            best = (n, seed + k)
+        if n == 0:
             break
-    row["seed"] = seed + k
+    row["seed"] = best[1]
+    inputs = make_inputs(spec, best[1])
     files = {}
     for k, v in inputs.items():
         files[k] = os.path.join(d, f"{k}.npy")
