@@ -407,6 +407,8 @@ void ck_shape_range(const ck_node *n, int64_t *lo, int64_t *hi);
 /* Validates arity, then calls the op's shape-inference function. Messages name the node, its
  * op and the offending inputs with their shapes. */
 ck_status ck_infer_node(ck_node *n, ck_diag *d);
+/* Adds "node 'NAME' (OP): MESSAGE" to d and returns s: the shape-inference error form (infer.c). */
+ck_status ck_node_err(ck_diag *d, const ck_node *n, ck_status s, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Every value produced once, inputs defined before use, shapes consistent with inference. */
 ck_status ck_graph_verify(const ck_graph *g, ck_diag *d);
 

@@ -14,9 +14,9 @@
 
 #define OPNAME(n) (ck_ops[(n)->op].onnx_name)
 
-static ck_status node_err(ck_diag *d, const ck_node *n, ck_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static ck_status node_err(ck_diag *d, const ck_node *n, ck_status s, const char *fmt, ...) {
+#define node_err ck_node_err
+
+ck_status ck_node_err(ck_diag *d, const ck_node *n, ck_status s, const char *fmt, ...) {
     char buf[1500];
     va_list ap;
     va_start(ap, fmt);

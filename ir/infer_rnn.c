@@ -17,21 +17,10 @@
  */
 #include "ck_ir.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-static ck_status rnn_err(ck_diag *d, const ck_node *n, ck_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static ck_status rnn_err(ck_diag *d, const ck_node *n, ck_status s, const char *fmt, ...) {
-    char buf[1200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    ck_diag_add(d, "node '%s' (%s): %s", n->name, ck_ops[n->op].onnx_name, buf);
-    return s;
-}
+#define rnn_err ck_node_err
 
 static const ck_value *opt_in(const ck_node *n, int i) { return i < n->n_in ? n->in[i] : NULL; }
 
