@@ -109,36 +109,25 @@ ck_status ck_infer_einsum(ck_node *n, ck_diag *d) {
     const char *eq = ck_attr_str(n, "equation", NULL);
     char err[200];
     ck_einsum e;
-    if (!eq) {
-        ck_diag_add(d, "node '%s' (Einsum): the attribute 'equation' is missing", n->name);
-        return CK_ERR_SHAPE;
-    }
-    if (!ck_einsum_parse(eq, n->n_in, &e, err, sizeof err)) {
-        ck_diag_add(d, "node '%s' (Einsum): equation '%s': %s", n->name, eq, err);
-        return CK_ERR_UNSUPPORTED;
-    }
+    if (!eq) return ck_node_err(d, n, CK_ERR_SHAPE, "the attribute 'equation' is missing");
+    if (!ck_einsum_parse(eq, n->n_in, &e, err, sizeof err)) return ck_node_err(d, n, CK_ERR_UNSUPPORTED, "equation '%s': %s", eq, err);
     for (int t = 0; t < e.n_terms; t++) {
-        if (n->in[t]->rank != e.n[t]) {
-            ck_diag_add(d, "node '%s' (Einsum): equation '%s': operand %d has %d letters but input %d '%s' has rank %d", n->name,
-                        eq, t, e.n[t], t, n->in[t]->name, n->in[t]->rank);
-            return CK_ERR_SHAPE;
-        }
-        if (n->in[t]->dtype != CK_F32) { /* what MatMul runs */
-            ck_diag_add(d, "node '%s' (Einsum): input %d '%s' has dtype %s; ckptc supports float32 here", n->name, t,
-                        n->in[t]->name, ck_dtype_name(n->in[t]->dtype));
-            return CK_ERR_UNSUPPORTED;
-        }
+        const ck_value *x = n->in[t];
+        if (x->rank != e.n[t])
+            return ck_node_err(d, n, CK_ERR_SHAPE, "equation '%s': operand %d has %d letters but input %d '%s' has rank %d", eq, t,
+                               e.n[t], t, x->name, x->rank);
+        if (x->dtype != CK_F32) /* what MatMul runs */
+            return ck_node_err(d, n, CK_ERR_UNSUPPORTED, "input %d '%s' has dtype %s; ckptc supports float32 here", t, x->name,
+                               ck_dtype_name(x->dtype));
     }
     if (e.n_terms == 2)
         for (int i = 0; i < e.n[1]; i++) {
             const char *p = memchr(e.term[0], e.term[1][i], (size_t)e.n[0]);
-            if (p && n->in[0]->dims[p - e.term[0]] != n->in[1]->dims[i]) {
-                ck_diag_add(d,
-                            "node '%s' (Einsum): equation '%s': letter '%c' is %lld in input 0 but %lld in input 1 "
-                            "(ckptc does not broadcast Einsum operands)",
-                            n->name, eq, e.term[1][i], (long long)n->in[0]->dims[p - e.term[0]], (long long)n->in[1]->dims[i]);
-                return CK_ERR_UNSUPPORTED;
-            }
+            int64_t a = p ? n->in[0]->dims[p - e.term[0]] : 0, b = n->in[1]->dims[i];
+            if (p && a != b)
+                return ck_node_err(d, n, CK_ERR_UNSUPPORTED,
+                                   "equation '%s': letter '%c' is %lld in input 0 but %lld in input 1 (ckptc does not broadcast "
+                                   "Einsum operands)", eq, e.term[1][i], (long long)a, (long long)b);
         }
     int64_t dims[CK_MAX_RANK];
     for (int i = 0; i < e.n_out; i++) dims[i] = ck_einsum_dim(&e, (const ck_value *const *)n->in, e.out[i]);
