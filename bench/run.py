@@ -791,7 +791,7 @@ def main():
     ap.add_argument("--tries", type=int, default=3,
                     help="runs per measurement while other processes use the machine (the least disturbed is kept)")
     ap.add_argument("--threads", type=int, default=1, help="threads on both sides (PyTorch, OpenBLAS, ckptc --threads)")
-    ap.add_argument("--variants", default="", help="only these variants, comma-separated (e.g. none,eager); default all")
+    ap.add_argument("--variants", default="", help="only these variants, comma-separated (e.g. none,eager), or semicolon-separated when one is a combination (none;blocks;blocks,selective); default all")
     ap.add_argument("--planner-sizes", default="1000,10000,100000")
     ap.add_argument("--budget-cap", type=int, default=60, help="seconds before a planner budget run is stopped")
     ap.add_argument("--out", default="cpu-latest",
@@ -801,7 +801,7 @@ def main():
     global TRIES, THREADS
     TRIES = max(1, a.tries)
     THREADS = max(1, a.threads)
-    only = set(v for v in a.variants.split(",") if v)
+    only = set(v for v in a.variants.split(";" if ";" in a.variants else ",") if v)
     if "none" not in only and only:
         only.add("none")  # the other variants' budgets and ratios are none's
     ck = os.path.join(os.path.abspath(a.build), "ckptc")

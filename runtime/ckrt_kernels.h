@@ -6,8 +6,9 @@
  * over threads, which is what makes every backend and thread count bit-identical.
  *
  * Rules for code in this file: no libc calls other than the math functions both sides have
- * (expf, logf, sqrtf, tanhf, erff, powf, fabsf...), no static data, no allocation, int64_t
- * indices, and a // shape comment on every kernel argument.
+ * (logf, sqrtf, powf, fabsf...; the float exp, erf and tanh are ck_expf, ck_erff and ck_tanhf of
+ * ckrt_kernels_math.h, which vectorize and round the same on every backend), no static data, no
+ * allocation, int64_t indices, and a // shape comment on every kernel argument.
  */
 #ifndef CKRT_KERNELS_H
 #define CKRT_KERNELS_H
@@ -21,6 +22,7 @@
 #endif
 
 #include "ckrt_kernels_ops.h"
+#include "ckrt_kernels_math.h"
 
 /* Offset of output element i in an input with `strides` aligned to the output's dims
  * (0 on broadcast axes). dims, strides: (rank) */
@@ -104,9 +106,9 @@ CK_DEV uint8_t ck_k_compare_i64(int op, int64_t a, int64_t b) {
 /* ---------------------------------------------------------------- unary */
 
 /* Forward helpers the CKRT_UNARY_OPS rows call. */
-CK_DEV float ck_k_sigmoid(float x) { return x >= 0 ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x)); }
+CK_DEV float ck_k_sigmoid(float x) { return x >= 0 ? 1.0f / (1.0f + ck_expf(-x)) : ck_expf(x) / (1.0f + ck_expf(x)); }
 CK_DEV float ck_k_gelu_tanh(float x) {
-    return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+    return 0.5f * x * (1.0f + ck_tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
 }
 /* max(0, min(1, alpha x + beta)); NaN stays NaN */
 CK_DEV float ck_k_hard_sigmoid(float x, float alpha, float beta) {
@@ -242,13 +244,13 @@ CK_DEV void ck_k_softmax_row(int64_t r, int log_, float *y, const float *x, int6
         if (v > m) m = v;
     }
     float s = 0.0f;
-    for (int64_t j = 0; j < len; j++) s += expf(x[base + j * inner] - m);
+    for (int64_t j = 0; j < len; j++) s += ck_expf(x[base + j * inner] - m);
     if (log_) {
         float ls = logf(s);
         for (int64_t j = 0; j < len; j++) y[base + j * inner] = (x[base + j * inner] - m) - ls;
     } else {
         float inv = 1.0f / s;
-        for (int64_t j = 0; j < len; j++) y[base + j * inner] = expf(x[base + j * inner] - m) * inv;
+        for (int64_t j = 0; j < len; j++) y[base + j * inner] = ck_expf(x[base + j * inner] - m) * inv;
     }
 }
 

@@ -48,15 +48,15 @@
     X(SQRT, SQRT, 0, 0, sqrtf(x), dy * 0.5f / sqrtf(x))                                                               \
     X(RECIPROCAL, RECIPROCAL, 0, 0, 1.0f / x, -dy / (x * x))                                                          \
     X(NEG, NEG, 0, 0, -x, -dy)                                                                                        \
-    X(EXP, EXP, 0, 0, expf(x), dy * expf(x))                                                                          \
+    X(EXP, EXP, 0, 0, ck_expf(x), dy * ck_expf(x))                                                                    \
     X(LOG, LOG, 0, 0, logf(x), dy / x)                                                                                \
     X(ABS, ABS, 0, 0, fabsf(x), x > 0 ? dy : x < 0 ? -dy : 0.0f)                                                      \
-    X(TANH, TANH, 0, 0, tanhf(x), ck_k_tanh_grad(dy, x))                                                              \
+    X(TANH, TANH, 0, 0, ck_tanhf(x), ck_k_tanh_grad(dy, x))                                                           \
     X(SIGMOID, SIGMOID, 0, 0, ck_k_sigmoid(x), ck_k_sigmoid_grad(dy, x))                                              \
     X(RELU, RELU, 0, 0, x > 0 ? x : 0.0f, x > 0 ? dy : 0.0f)                                                          \
     X(LEAKY_RELU, LEAKY_RELU, 0.01f, 0, x >= 0 ? x : alpha * x, x > 0 ? dy : dy * alpha)                              \
-    X(ERF, ERF, 0, 0, erff(x), dy * 1.12837916709551257390f * expf(-x * x)) /* 2/sqrt(pi) e^-x^2 */                   \
-    X(GELU, GELU, 0, 0, 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)), ck_k_gelu_grad(dy, x))                 \
+    X(ERF, ERF, 0, 0, ck_erff(x), dy * 1.12837916709551257390f * ck_expf(-x * x)) /* 2/sqrt(pi) e^-x^2 */             \
+    X(GELU, GELU, 0, 0, 0.5f * x * (1.0f + ck_erff(x * 0.70710678118654752440f)), ck_k_gelu_grad(dy, x))              \
     X(GELU_TANH, GELU, 0, 0, ck_k_gelu_tanh(x), ck_k_gelu_tanh_grad(dy, x))                                           \
     X(HARD_SIGMOID, HARD_SIGMOID, 0.2f, 0.5f, ck_k_hard_sigmoid(x, alpha, beta),                                      \
       ck_k_hard_sigmoid_grad(dy, x, alpha, beta))                                                                     \

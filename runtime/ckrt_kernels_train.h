@@ -33,7 +33,7 @@ CK_DEV void ck_k_xent_grad_row(int64_t r, float *dx, const float *logits, int64_
 
 /* Derivative helpers the CKRT_UNARY_OPS rows (ckrt_kernels_ops.h) call: dy times f'(x). */
 CK_DEV float ck_k_tanh_grad(float dy, float x) {
-    float t = tanhf(x);
+    float t = ck_tanhf(x);
     return dy * (1.0f - t * t);
 }
 CK_DEV float ck_k_sigmoid_grad(float dy, float x) {
@@ -41,13 +41,13 @@ CK_DEV float ck_k_sigmoid_grad(float dy, float x) {
     return dy * s * (1.0f - s);
 }
 CK_DEV float ck_k_gelu_grad(float dy, float x) { /* gelu (erf) */
-    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
-    float pdf = 0.39894228040143267794f * expf(-0.5f * x * x);
+    float cdf = 0.5f * (1.0f + ck_erff(x * 0.70710678118654752440f));
+    float pdf = 0.39894228040143267794f * ck_expf(-0.5f * x * x);
     return dy * (cdf + x * pdf);
 }
 CK_DEV float ck_k_gelu_tanh_grad(float dy, float x) {
     const float k = 0.79788456080286535588f;
-    float u = k * (x + 0.044715f * x * x * x), t = tanhf(u);
+    float u = k * (x + 0.044715f * x * x * x), t = ck_tanhf(u);
     return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x));
 }
 /* alpha where 0 < alpha x + beta < 1, else 0 (the flat parts; the kinks take 0, as PyTorch) */
@@ -145,17 +145,23 @@ CK_DEV void ck_k_layer_norm_grad_row(int64_t r, float *dx, const float *dy, cons
     }
 }
 
-/* LayerNormalization backward, column j of dy, x: (rows, cols): dscale[j] = sum over rows of
- * dy xhat, dbias[j] = sum over rows of dy (double, row order); dscale, dbias: (cols), either may
- * be NULL; mean, inv_std: (rows). */
+/* LayerNormalization backward, the column sums: element (r, j) of dy, x: (rows, cols) added to
+ * column j's sums in double, sb += dy, ss += dy xhat; mean, inv_std: (rows). A column's sums
+ * take its rows in order (ck_k_layer_norm_grad_col; the CPU walks a block of columns a row at a
+ * time, the same order per column). */
+CK_DEV void ck_k_layer_norm_grad_acc(int64_t r, int64_t j, double *ss, double *sb, const float *dy, const float *x,
+                                     const float *mean, const float *inv_std, int64_t cols) {
+    double d = dy[r * cols + j];
+    *sb += d;
+    *ss += d * (((double)x[r * cols + j] - (double)mean[r]) * (double)inv_std[r]);
+}
+
+/* LayerNormalization backward, column j: dscale[j] = sum over rows of dy xhat, dbias[j] = sum
+ * over rows of dy; dscale, dbias: (cols), either may be NULL. */
 CK_DEV void ck_k_layer_norm_grad_col(int64_t j, float *dscale, float *dbias, const float *dy, const float *x,
                                      const float *mean, const float *inv_std, int64_t rows, int64_t cols) {
     double ss = 0.0, sb = 0.0;
-    for (int64_t r = 0; r < rows; r++) {
-        double d = dy[r * cols + j];
-        sb += d;
-        ss += d * (((double)x[r * cols + j] - (double)mean[r]) * (double)inv_std[r]);
-    }
+    for (int64_t r = 0; r < rows; r++) ck_k_layer_norm_grad_acc(r, j, &ss, &sb, dy, x, mean, inv_std, cols);
     if (dscale) dscale[j] = (float)ss;
     if (dbias) dbias[j] = (float)sb;
 }

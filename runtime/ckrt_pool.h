@@ -22,6 +22,16 @@
 
 #define CKRT_MAX_THREADS 256
 
+/* CK_VEC before a block function with vectorizable loops: GCC compiles it twice, for AVX2 and for
+ * the baseline x86-64 (SSE2), and the loader picks one for the CPU (ifunc). Both round every
+ * operation alike (the kernel files are built without contraction into FMA and vectorize no
+ * float reduction), so the choice never changes a bit; AVX2 only does 8 floats at a time. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define CK_VEC __attribute__((target_clones("avx2", "default")))
+#else
+#define CK_VEC
+#endif
+
 /* Computes the elements [begin, end) of the caller's range; arg is the caller's. */
 typedef void (*ckrt_pool_fn)(void *arg, int64_t begin, int64_t end);
 

@@ -1,7 +1,7 @@
 /* cpu_elementwise.c — the CPU backend's elementwise entry points: loops over the bodies in
  * ckrt_kernels.h, one output element per iteration, dispatching on dtype once per call.
  * Broadcast operands are walked row by row (cpu_iter.h); float binary rows switch on the op once
- * per row. Float binary and unary ops are spread over the thread pool (ckrt_pool.h) in blocks of
+ * per row. Float binary and unary ops and Where are spread over the thread pool (ckrt_pool.h) in blocks of
  * rows / elements whose size never depends on the thread count; the integer paths (which can
  * fail on a division by zero) stay on the calling thread.
  */
@@ -30,13 +30,13 @@
     } while (0)
 #define CK_ROW_CASE_F32_(CODE, IR, F32, F64, I64) case CKRT_##CODE: CK_ROW_LOOP(float, F32); break;
 #define CK_ROW_CASE_F64_(CODE, IR, F32, F64, I64) case CKRT_##CODE: CK_ROW_LOOP(double, F64); break;
-static void binary_row_float(int op, float *y, const float *pa, int64_t sa, const float *pb, int64_t sb, int64_t n) {
+CK_VEC static void binary_row_float(int op, float *y, const float *pa, int64_t sa, const float *pb, int64_t sb, int64_t n) {
     switch (op) {
     CKRT_BINARY_OPS(CK_ROW_CASE_F32_)
     default: break;
     }
 }
-static void binary_row_double(int op, double *y, const double *pa, int64_t sa, const double *pb, int64_t sb, int64_t n) {
+CK_VEC static void binary_row_double(int op, double *y, const double *pa, int64_t sa, const double *pb, int64_t sb, int64_t n) {
     switch (op) {
     CKRT_BINARY_OPS(CK_ROW_CASE_F64_)
     default: break;
@@ -55,7 +55,7 @@ typedef struct {
 } binary_job;
 
 /* rows [r0, r1) of a float binary op */
-static void binary_rows(void *arg, int64_t r0, int64_t r1) {
+CK_VEC static void binary_rows(void *arg, int64_t r0, int64_t r1) {
     const binary_job *j = arg;
     ck_iter it = *j->it;
     ck_iter_seek(&it, r0);
@@ -122,7 +122,7 @@ typedef struct {
 /* elements [i0, i1) of a float unary op: one loop per CKRT_UNARY_OPS row with the op a constant,
  * so the body's switch folds away and simple ops vectorize; the same expression per element as
  * ck_k_unary_f32 */
-static void unary_elems(void *arg, int64_t i0, int64_t i1) {
+CK_VEC static void unary_elems(void *arg, int64_t i0, int64_t i1) {
     const unary_job *j = arg;
     float *yf = j->y, alpha = j->alpha, beta = j->beta;
     const float *xf = j->x;
@@ -173,6 +173,35 @@ _Static_assert(CK_K_F32 == CKRT_F32 && CK_K_U8 == CKRT_U8 && CK_K_I8 == CKRT_I8 
                    CK_K_I32 == CKRT_I32 && CK_K_I64 == CKRT_I64 && CK_K_BOOL == CKRT_BOOL && CK_K_F64 == CKRT_F64,
                "ckrt_kernels.h dtype codes out of sync with ckrt_dtype");
 
+typedef struct {
+    const ck_iter *it;
+    size_t esz;
+    void *y;
+    const uint8_t *cond;
+    const void *a, *b;
+} where_job;
+
+/* rows [r0, r1) of Where: the element of ck_k_where, with the 4-byte rows (float, int32) spelled
+ * out so that they vectorize */
+CK_VEC static void where_rows(void *arg, int64_t r0, int64_t r1) {
+    const where_job *j = arg;
+    ck_iter it = *j->it;
+    ck_iter_seek(&it, r0);
+    int64_t row = ck_iter_row(&it), sc = ck_iter_step(&it, 0), sa = ck_iter_step(&it, 1), sb = ck_iter_step(&it, 2);
+    for (int64_t r = r0; r < r1; r++, ck_iter_next_row(&it)) {
+        const uint8_t *pc = j->cond + it.off[0];
+        if (j->esz == 4) {
+            uint32_t *y = (uint32_t *)j->y + r * row;
+            const uint32_t *pa = (const uint32_t *)j->a + it.off[1], *pb = (const uint32_t *)j->b + it.off[2];
+            for (int64_t k = 0; k < row; k++) y[k] = pc[k * sc] ? pa[k * sa] : pb[k * sb];
+            continue;
+        }
+        int64_t ic = it.off[0], ia = it.off[1], ib = it.off[2];
+        for (int64_t k = 0; k < row; k++, ic += sc, ia += sa, ib += sb)
+            ck_k_where(r * row + k, (int)j->esz, j->y, j->cond, j->a, j->b, ic, ia, ib);
+    }
+}
+
 int ckrt_where(ckrt_ctx *c, size_t esz, void *y, const uint8_t *cond, const void *a, const void *b, int rank,
                const int64_t *dims, const int64_t *cond_strides, const int64_t *a_strides, const int64_t *b_strides) {
     if (esz != 1 && esz != 2 && esz != 4 && esz != 8)
@@ -180,11 +209,10 @@ int ckrt_where(ckrt_ctx *c, size_t esz, void *y, const uint8_t *cond, const void
     const int64_t *strides[3] = {cond_strides, a_strides, b_strides};
     ck_iter it;
     int64_t n = ck_iter_init(&it, rank, dims, 3, strides);
-    int64_t row = ck_iter_row(&it), sc = ck_iter_step(&it, 0), sa = ck_iter_step(&it, 1), sb = ck_iter_step(&it, 2);
-    for (int64_t i0 = 0; i0 < n; i0 += row, ck_iter_next_row(&it)) {
-        int64_t ic = it.off[0], ia = it.off[1], ib = it.off[2];
-        for (int64_t j = 0; j < row; j++, ic += sc, ia += sa, ib += sb) ck_k_where(i0 + j, (int)esz, y, cond, a, b, ic, ia, ib);
-    }
+    if (n == 0) return CKRT_OK;
+    int64_t row = ck_iter_row(&it);
+    where_job j = {&it, esz, y, cond, a, b};
+    ckrt_parallel_for(n / row, ck_par_rows(row), where_rows, &j);
     return CKRT_OK;
 }
 

@@ -36,7 +36,7 @@ typedef struct {
 } copy_job;
 
 /* rows [r0, r1) of a strided copy (a pool block: ckrt_pool.h) */
-static void strided_rows(void *arg, int64_t r0, int64_t r1) {
+CK_VEC static void strided_rows(void *arg, int64_t r0, int64_t r1) {
     const copy_job *j = arg;
     size_t esz = j->esz;
     int64_t row = j->out_dims[j->rank - 1], st = j->in_strides[j->rank - 1];

@@ -26,21 +26,21 @@ typedef struct {
     uint64_t seed, step, key, base;
 } row_job;
 
-static void softmax_rows(void *arg, int64_t r0, int64_t r1) {
+CK_VEC static void softmax_rows(void *arg, int64_t r0, int64_t r1) {
     const row_job *j = arg;
     for (int64_t r = r0; r < r1; r++) ck_k_softmax_row(r, j->log, j->y, j->x, j->len, j->inner);
 }
-static void layer_norm_rows(void *arg, int64_t r0, int64_t r1) {
+CK_VEC static void layer_norm_rows(void *arg, int64_t r0, int64_t r1) {
     const row_job *j = arg;
     for (int64_t r = r0; r < r1; r++) ck_k_layer_norm_row(r, j->y, j->mean, j->inv_std, j->x, j->scale, j->bias, j->cols, j->eps);
 }
-static void batch_norm_channels(void *arg, int64_t c0, int64_t c1) {
+CK_VEC static void batch_norm_channels(void *arg, int64_t c0, int64_t c1) {
     const row_job *j = arg;
     for (int64_t ch = c0; ch < c1; ch++)
         ck_k_batch_norm_train_channel(ch, j->y, j->run_mean, j->run_var, j->mean, j->inv_std, j->x, j->scale, j->bias, j->m,
                                       j->var, j->N, j->C, j->S, j->eps, j->momentum, j->unbiased);
 }
-static void batch_norm_infer_elems(void *arg, int64_t i0, int64_t i1) {
+CK_VEC static void batch_norm_infer_elems(void *arg, int64_t i0, int64_t i1) {
     const row_job *j = arg;
     for (int64_t i = i0; i < i1; i++) j->y[i] = ck_k_batch_norm_infer(i, j->x, j->scale, j->bias, j->m, j->var, j->C, j->S, j->eps);
 }
@@ -173,20 +173,30 @@ int ckrt_global_avg_pool(ckrt_ctx *c, float *y, const float *x, int64_t nc, int6
 /* ---------------------------------------------------------------- normalization backward (was cpu_train_norm.c) */
 
 /* (in a row_job, m and var carry the saved mean and inverse standard deviation) */
-static void layer_norm_grad_rows(void *arg, int64_t r0, int64_t r1) {
+CK_VEC static void layer_norm_grad_rows(void *arg, int64_t r0, int64_t r1) {
     const row_job *j = arg;
     for (int64_t r = r0; r < r1; r++) ck_k_layer_norm_grad_row(r, j->y, j->dy, j->x, j->scale, j->m, j->var, j->cols);
 }
-static void layer_norm_grad_cols(void *arg, int64_t c0, int64_t c1) {
+/* columns [c0, c1): their sums a row at a time (rows read contiguously, not one column down all
+ * rows), each column's still in row order: the bits of ck_k_layer_norm_grad_col */
+#define LN_COLS 64 /* the grain of layer_norm_grad_cols' parallel_for */
+CK_VEC static void layer_norm_grad_cols(void *arg, int64_t c0, int64_t c1) {
     const row_job *j = arg;
-    for (int64_t c = c0; c < c1; c++) ck_k_layer_norm_grad_col(c, j->dscale, j->dbias, j->dy, j->x, j->m, j->var, j->rows, j->cols);
+    double ss[LN_COLS], sb[LN_COLS];
+    for (int64_t c = c0; c < c1; c++) ss[c - c0] = sb[c - c0] = 0.0;
+    for (int64_t r = 0; r < j->rows; r++)
+        for (int64_t c = c0; c < c1; c++) ck_k_layer_norm_grad_acc(r, c, &ss[c - c0], &sb[c - c0], j->dy, j->x, j->m, j->var, j->cols);
+    for (int64_t c = c0; c < c1; c++) {
+        if (j->dscale) j->dscale[c] = (float)ss[c - c0];
+        if (j->dbias) j->dbias[c] = (float)sb[c - c0];
+    }
 }
-static void batch_norm_grad_channels(void *arg, int64_t c0, int64_t c1) {
+CK_VEC static void batch_norm_grad_channels(void *arg, int64_t c0, int64_t c1) {
     const row_job *j = arg;
     for (int64_t ch = c0; ch < c1; ch++)
         ck_k_batch_norm_grad_channel(ch, j->y, j->dscale, j->dbias, j->dy, j->x, j->scale, j->m, j->var, j->N, j->C, j->S);
 }
-static void batch_norm_apply_elems(void *arg, int64_t i0, int64_t i1) {
+CK_VEC static void batch_norm_apply_elems(void *arg, int64_t i0, int64_t i1) {
     const row_job *j = arg;
     for (int64_t i = i0; i < i1; i++) j->y[i] = ck_k_batch_norm_apply(i, j->x, j->scale, j->bias, j->m, j->var, j->C, j->S);
 }
@@ -197,7 +207,7 @@ int ckrt_layer_norm_grad(ckrt_ctx *c, float *dx, float *dscale, float *dbias, co
     row_job j = {.y = dx, .dscale = dscale, .dbias = dbias, .dy = dy, .x = x, .scale = scale, .m = mean, .var = inv_std,
                  .rows = rows, .cols = cols};
     if (dx) ckrt_parallel_for(rows, ck_par_rows(cols), layer_norm_grad_rows, &j);
-    if (dscale || dbias) ckrt_parallel_for(cols, ck_par_rows(rows), layer_norm_grad_cols, &j);
+    if (dscale || dbias) ckrt_parallel_for(cols, LN_COLS, layer_norm_grad_cols, &j);
     return CKRT_OK;
 }
 

@@ -53,7 +53,7 @@ typedef struct {
 
 /* one loop per CKRT_UNARY_OPS row with the op a constant (the body's switch folds away; simple
  * ops vectorize) */
-static void unary_grad_elems(void *arg, int64_t i0, int64_t i1) {
+CK_VEC static void unary_grad_elems(void *arg, int64_t i0, int64_t i1) {
     const elem_job *j = arg;
     float *dx = j->dx, alpha = j->alpha, beta = j->beta, lo = j->lo, hi = j->hi;
     const float *dy = j->dy, *x = j->x;
@@ -77,7 +77,7 @@ int ckrt_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float
     return CKRT_OK;
 }
 
-static void softmax_grad_lines(void *arg, int64_t l0, int64_t l1) {
+CK_VEC static void softmax_grad_lines(void *arg, int64_t l0, int64_t l1) {
     const elem_job *j = arg;
     for (int64_t l = l0; l < l1; l++) ck_k_softmax_grad_line(l, j->op, j->dx, j->dy, j->x, j->len, j->inner);
 }
@@ -126,7 +126,7 @@ int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, float *acc, int6
 }
 
 /* the NULL is literal so that the test folds away */
-static void adamw_elems(void *arg, int64_t i0, int64_t i1) {
+CK_VEC static void adamw_elems(void *arg, int64_t i0, int64_t i1) {
     const elem_job *j = arg;
     if (j->a)
         for (int64_t i = i0; i < i1; i++)
