@@ -67,8 +67,10 @@ CK_MATH_DEV float ck_expf(float x) {
     p = p * r + 0x1p-1f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
+    /* n in [-150, 129], so each biased exponent is in [52, 191]; the mask only matters for a NaN
+     * x, whose n is garbage (p is NaN then), keeping the shift defined */
     int32_t n1 = n >> 1, n2 = n - n1;
-    return p * ck_i2f((n1 + 127) << 23) * ck_i2f((n2 + 127) << 23);
+    return p * ck_i2f(((n1 + 127) & 0xff) << 23) * ck_i2f(((n2 + 127) & 0xff) << 23);
 }
 
 CK_MATH_DEV float ck_erff(float x) {
