@@ -8,6 +8,8 @@
  *              such names, it falls back to cut points (below), one segment between each pair.
  *              blocks_by_structure (the search's second try, search.c): the units the graph
  *              repeats (segment_structure), else sqrt.
+ *   budget     the candidates are blocks' segments (by names or by structure, as the search
+ *              chose for blocks), each recomputed or not as recompute_set says.
  *   every:K    a segment every K cut points of the forward graph.
  *   sqrt       about sqrt(n) segments of equal node counts, cut at cut points (Chen et al. 2016).
  *   nodes:RE   segment boundaries after the nodes whose names match RE.
@@ -300,6 +302,7 @@ static int segment(const ck_graph *g, const ck_options *o, int nf, int *seg, uni
     switch (o->checkpoint) {
     case CK_CKPT_NONE: break;
     case CK_CKPT_BLOCKS:
+    case CK_CKPT_BUDGET: /* budget's segment candidates: blocks' segments (search.c, budget_segments) */
         if (o->blocks_by_structure) {
             int units = 0;
             nseg = segment_structure(g, nf, seg, &units, info);
@@ -311,8 +314,6 @@ static int segment(const ck_graph *g, const ck_options *o, int nf, int *seg, uni
             }
             break;
         }
-        /* fall through */
-    case CK_CKPT_BUDGET:
         nseg = segment_blocks(g, o, nf, seg, d, st);
         if (nseg < 0) nseg = segment_cuts(g, o, nf, seg);
         break;
@@ -566,11 +567,12 @@ static const char *describe(ck_graph *g, const ck_options *o, const fwd_segments
     const unit_info *u = &f->info[s];
     char unit[400], end[700];
     size_t k = scope_key(first->name);
-    bool by_names = (o->checkpoint == CK_CKPT_BLOCKS && !o->blocks_by_structure) || o->checkpoint == CK_CKPT_BUDGET;
+    bool blockwise = o->checkpoint == CK_CKPT_BLOCKS || o->checkpoint == CK_CKPT_BUDGET;
+    bool by_names = blockwise && !o->blocks_by_structure;
     if (u->kind >= 0)
         snprintf(unit, sizeof unit, "unit %c that the graph repeats (%d chunk%s between cut points), repetition %d of %d, %d nodes",
                  'A' + u->kind % 26, u->chunks, u->chunks == 1 ? "" : "s", u->rep, u->reps, nodes);
-    else if (o->checkpoint == CK_CKPT_BLOCKS && o->blocks_by_structure)
+    else if (blockwise && o->blocks_by_structure)
         snprintf(unit, sizeof unit, "about sqrt(n) cut points, %d nodes (%s)", nodes,
                  o->blocks_grouped ? "layers grouped into runs: lower than one segment per repeated unit"
                                    : "the graph repeats no unit");

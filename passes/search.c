@@ -86,8 +86,32 @@ static bool plan_quietly(const search *s, const ck_options *o, ck_graph **out) {
 
 /* ---------------------------------------------------------------- budget:SIZE */
 
+static void plan_blocks(const search *s, ck_options *o, ck_graph **g);
+
+/* budget:SIZE and pareto weigh blocks' segments: by module scopes, by the units the graph
+ * repeats, or those units grouped into runs, whichever the blocks policy chooses (its plan with
+ * every segment recomputed has the lowest peak); sets o->blocks_by_structure and
+ * o->blocks_grouped. When the graph repeats no unit, blocks' sqrt fallback is not taken: the
+ * module scopes, else one segment per pair of cut points, are finer candidates, which the budget
+ * combines better (tests/test_budget.c's CNN: sqrt's 2 segments miss its optimum by 18x).
+ * --block-regex keeps the names. The tries' messages are dropped. */
+static void budget_segments(const search *s, ck_options *o) {
+    if (o->block_regex && *o->block_regex) return;
+    ck_options t = *o;
+    t.checkpoint = CK_CKPT_BLOCKS, t.selective = false, t.blocks_by_structure = false, t.blocks_grouped = false;
+    search quiet = *s;
+    quiet.notes = NULL;
+    ck_graph *g = NULL;
+    if (plan_quietly(&quiet, &t, &g)) {
+        plan_blocks(&quiet, &t, &g);
+        if (ck_checkpoint_units(s->trained) > 0)
+            o->blocks_by_structure = t.blocks_by_structure, o->blocks_grouped = t.blocks_grouped;
+    }
+    ck_graph_free(g);
+}
+
 /* The budget's candidates: op-level ones (selective.c) first, then segments (the blocks policy's
- * by names, cut points without them); their FLOPs and bytes; order: most bytes per FLOP first
+ * as budget_segments chose them); their FLOPs and bytes; order: most bytes per FLOP first
  * (ties in that numbering). A set of them is a try: segments in recompute_set, the op-level ones
  * in selective_set. */
 typedef struct bcands {
@@ -319,11 +343,19 @@ static void walk_prefixes(const search *s, const ck_options *o, bcands *b, walke
     free(len);
 }
 
+/* The walk, then, when nothing on it fit the budget (or for the curve), every segment and no
+ * op-level candidate: the plan an order ranking op-level candidates first may never reach. */
 static void walk(const search *s, const ck_options *o, bcands *b, int64_t none_peak, walker *w) {
     bool *on = calloc((size_t)b->n + 1, 1);
     CK_ASSERT(on);
     if (b->n <= CK_GREEDY_MAX) walk_greedy(s, o, b, none_peak, w, on);
     else walk_prefixes(s, o, b, w, on);
+    if (!w->hit && b->n > b->n_op) {
+        for (int k = 0; k < b->n; k++) on[k] = k >= b->n_op;
+        ck_graph *g = NULL;
+        if (plan_set(s, o, b, on, &g)) visit(w, g, on, b->n, b->n - b->n_op);
+        else ck_graph_free(g);
+    }
     free(on);
 }
 
@@ -391,7 +423,7 @@ static void budget_missed(const ck_options *o, const ck_graph *m, int64_t none_p
     }
 }
 
-static ck_status plan_budget(const search *s, const ck_options *o, ck_graph **out, ck_diag *d) {
+static ck_status plan_budget(const search *s, ck_options *o, ck_graph **out, ck_diag *d) {
     ck_options t = *o;
     t.checkpoint = CK_CKPT_NONE, t.selective = false;
     ck_graph *best = NULL;
@@ -403,6 +435,7 @@ static ck_status plan_budget(const search *s, const ck_options *o, ck_graph **ou
         return st;
     }
     int64_t none_peak = best->plan.arena_bytes;
+    budget_segments(s, o);
     bcands b;
     st = bcands_init(s->trained, o, &b, d);
     walker w = {.budget = o->budget, .hit_on = calloc((size_t)b.n + 1, 1)};
@@ -433,6 +466,9 @@ static ck_status plan_budget(const search *s, const ck_options *o, ck_graph **ou
 ck_status ck_plan_curve(const ck_graph *trained, const ck_options *o, ck_curve *c, ck_diag *d) {
     memset(c, 0, sizeof *c);
     search s = {.trained = trained};
+    ck_options seg = *o;
+    budget_segments(&s, &seg);
+    o = &seg;
     bcands b;
     ck_status st = bcands_init(trained, o, &b, d);
     if (st) return st;
@@ -461,6 +497,9 @@ ck_status ck_plan_curve(const ck_graph *trained, const ck_options *o, ck_curve *
 ck_status ck_budget_subsets(const ck_graph *trained, const ck_options *o, int max, ck_curve *c, ck_diag *d) {
     memset(c, 0, sizeof *c);
     search s = {.trained = trained};
+    ck_options seg = *o;
+    budget_segments(&s, &seg);
+    o = &seg;
     bcands b;
     ck_status st = bcands_init(trained, o, &b, d);
     if (st) return st;
