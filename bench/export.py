@@ -217,8 +217,13 @@ def export(name):
                           training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                           opset_version=OPSET, input_names=[spec["input"]], output_names=["logits"])
     proto = onnx.load(pp["onnx"])
-    if samples.restore_initializers(proto, state):
-        onnx.save(proto, pp["onnx"])
+    samples.restore_initializers(proto, state)
+    # which initializers are parameters (BatchNorm's running statistics are not), as
+    # python/ckptc_export.py declares them: ckptc then updates exactly what PyTorch's SGD updates
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import ckptc_export
+    ckptc_export.set_trainable(proto, ckptc_export.trainable_names(m, proto))
+    onnx.save(proto, pp["onnx"])
     g = proto.graph
     missing = sorted(set(k for k in state if not k.endswith("num_batches_tracked"))
                      - {t.name for t in g.initializer})
