@@ -223,7 +223,7 @@ typedef struct {
 
 /* The recurrent side's weights of direction k (names scoped under the node). */
 static void prepare_weights(rnn *c, int k, const dir_inputs *in, dir_weights *w, ck_value **xbias) {
-    int64_t H = c->r.hidden, GH = c->r.gates * H;
+    int64_t H = c->r.hidden;
     memset(w, 0, sizeof *w);
     w->R = in->R;
     w->act = c->r.act[k];
@@ -240,7 +240,6 @@ static void prepare_weights(rnn *c, int k, const dir_inputs *in, dir_weights *w,
         w->R_zr = rr[0], w->R_h = rr[1];
     }
     if (in->P) split_equal(c, "P/split", in->P, 0, 3, w->P);
-    (void)GH;
 }
 
 /* Runs direction k over the sequence: hs[t] is h after step t (in time order); *h_last, *c_last
