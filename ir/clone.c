@@ -44,6 +44,7 @@ static ck_value **copy_list(const cloner *c, int n, ck_value *const *vs) {
 static ck_node *copy_node(cloner *c, const ck_node *n) {
     ck_node *m = ck_arena_alloc(c->g->arena, sizeof *m);
     CK_ASSERT(m);
+    CK_ASSERT(!n->n_fused); /* fusion (passes/fuse.c) runs on the final graph, never cloned after */
     *m = *n;
     if (n->n_attr) {
         m->attr = ck_arena_alloc(c->g->arena, sizeof *m->attr * (size_t)n->n_attr);

@@ -4,7 +4,7 @@
  * gradient bucket and which bucket schedule plan the lowest peak: estimates cannot say, because
  * placement (fragmentation) moves the peak. So each candidate is planned for real: a try is a
  * clone of the trained graph (after loss, autodiff and optimizer, which none of these choices
- * changes) taken through checkpoint -> data_parallel -> early_update -> check -> plan, and the
+ * changes) taken through checkpoint -> data_parallel -> early_update -> check -> fuse -> plan, and the
  * search keeps the try whose planned peak wins. No try loads the model again. When there is
  * nothing to choose (no budget, no --offload, data parallel with its bucket and schedule given),
  * the one plan is made on the trained graph itself, without a clone.
@@ -57,6 +57,7 @@ static ck_status plan_passes(const search *s, ck_graph *g, const ck_options *o, 
     if (!st && !o->infer) st = ck_pass_early_update(g, o, d);
     if (!st) st = ck_graph_verify(g, d);
     if (!st && s->check) st = s->check(g, o, d); /* reject what cannot run before any planning */
+    if (!st) st = ck_pass_fuse(g, o, d);
     if (!st) st = ck_pass_plan(g, o, d);
     if (!st) st = ck_graph_verify(g, d);
     return st;
