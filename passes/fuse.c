@@ -38,6 +38,7 @@
 #include "../runtime/ckrt_kernels_ops.h"   /* CKRT_UNARY_OPS: the unary ops the runtime runs */
 #include "../runtime/ckrt_kernels_fused.h" /* CK_F_MAX_*: the runtime's limits */
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,9 +137,12 @@ static int count_inputs(const chain *c, const ck_node *extra, ck_value **out) {
 
 typedef struct fuser {
     ck_graph *g;
+    const ck_options *o;
     int *readers;     /* by value id: nodes of the schedule reading it (an input listed twice: twice) */
     bool *pinned;     /* by value id: read outside any node (graph output, loss, gradient) */
     bool *taken;      /* by schedule step: already in a chain */
+    int *root;        /* by value id: the value whose bytes it is (views, in-place outputs: their input's) */
+    int *last;        /* by root id: the last step that reads or writes it; INT_MAX: static or pinned */
     int n_groups, n_ops, n_away;
 } fuser;
 
@@ -151,10 +155,79 @@ static bool is_output(const fuser *f, const chain *c, const ck_value *v) {
     return f->readers[v->id] > inside;
 }
 
-static int count_outputs(const fuser *f, const chain *c) {
-    int no = 0;
-    for (int i = 0; i < c->n; i++) no += is_output(f, c, c->m[i]->out[0]);
-    return no;
+/* The fused node a chain would be: external inputs, outputs (member results read outside), and
+ * per output the input whose bytes it may take over (-1: none). An output may overwrite a float
+ * input of the chain's full shape whose bytes nothing reads after the chain (last <= the chain's
+ * step, not static, not pinned) and that no later member reads (the CPU runs member by member
+ * over a tile and writes outputs in place; the GPU reads every input of an element first). */
+typedef struct layout {
+    ck_value *in[CK_FUSE_MAX_IN], *out[CK_FUSE_MAX_OUT];
+    int n_in, n_out, alias[CK_FUSE_MAX_OUT], out_op[CK_FUSE_MAX_OUT];
+} layout;
+
+static bool read_after(const chain *c, int j, int root_id, const fuser *f) {
+    for (int i = j + 1; i < c->n; i++)
+        for (int k = 0; k < c->m[i]->n_in; k++)
+            if (c->m[i]->in[k] && f->root[c->m[i]->in[k]->id] == root_id) return true;
+    return false;
+}
+
+static bool lay_out(const fuser *f, const chain *c, layout *l) {
+    l->n_in = count_inputs(c, NULL, l->in);
+    if (l->n_in < 0) return false;
+    l->n_out = 0;
+    int64_t n = ck_value_numel(c->m[0]->out[0]), step = c->pos[c->n - 1];
+    bool used[CK_FUSE_MAX_IN] = {0};
+    for (int j = 0; j < c->n; j++) {
+        ck_value *v = c->m[j]->out[0];
+        if (!is_output(f, c, v)) continue;
+        if (l->n_out == CK_FUSE_MAX_OUT) return false;
+        int a = -1;
+        for (int k = 0; k < l->n_in && a < 0; k++) {
+            const ck_value *e = l->in[k];
+            int r = f->root[e->id];
+            if (!used[k] && e->dtype == CK_F32 && ck_value_numel(e) == n && !e->host && f->last[r] <= step &&
+                !read_after(c, j, r, f))
+                a = k;
+        }
+        if (a >= 0) used[a] = true;
+        l->alias[l->n_out] = a, l->out_op[l->n_out] = j, l->out[l->n_out++] = v;
+    }
+    return l->n_out >= 1;
+}
+
+/* Does fusing the chain keep the live bytes at every step of its span at or below the unfused
+ * schedule's? Moving the members down to the last one's step keeps the inputs that died inside
+ * the span alive to its end (plus), and frees the member results that were alive in it (minus:
+ * before the last step every result, at it the fused-away ones and the outputs that take over an
+ * input's bytes). Only chains with plus <= minus at every step are fused, so fusion never raises
+ * the live bytes anywhere (the plan's lower bound); the placement itself is the planner's. */
+static bool liveness_ok(const fuser *f, const chain *c, const layout *l) {
+    int p0 = c->pos[0], pl = c->pos[c->n - 1];
+    for (int s = p0 + 1; s <= pl; s++) {
+        int64_t plus = 0, minus = 0;
+        for (int k = 0; k < l->n_in; k++) {
+            int r = f->root[l->in[k]->id];
+            bool dup = false;
+            for (int q = 0; q < k; q++) dup |= f->root[l->in[q]->id] == r;
+            if (!dup && f->last[r] < s) plus += (int64_t)ck_value_bytes(l->in[k]);
+        }
+        for (int j = 0; j < c->n && c->pos[j] <= s; j++) {
+            const ck_value *v = c->m[j]->out[0];
+            if (f->last[f->root[v->id]] < s) continue;
+            int o = -1;
+            for (int k = 0; k < l->n_out; k++)
+                if (l->out[k] == v) o = k;
+            if (s < pl || o < 0 || l->alias[o] >= 0) minus += (int64_t)ck_value_bytes(v);
+        }
+        if (plus > minus) return false;
+    }
+    return true;
+}
+
+static bool fits(const fuser *f, const chain *c) {
+    layout l;
+    return lay_out(f, c, &l) && liveness_ok(f, c, &l);
 }
 
 /* Grows the chain seeded at step s as far as the rules allow. */
@@ -180,7 +253,7 @@ static void grow(fuser *f, chain *c, int s) {
         ck_value *ins[CK_FUSE_MAX_IN];
         if (count_inputs(c, n, ins) < 0) return;
         c->m[c->n] = n, c->pos[c->n] = next, c->n++;
-        if (count_outputs(f, c) > CK_FUSE_MAX_OUT) {
+        if (!fits(f, c)) {
             c->n--;
             return;
         }
@@ -188,46 +261,89 @@ static void grow(fuser *f, chain *c, int s) {
 }
 
 /* Replaces the chain by one ckptc.Fused node at its last member's step; the members' results
- * nothing else reads leave g->values (marked in gone). */
+ * nothing else reads leave g->values (marked in gone). An output that takes over an input's bytes
+ * is said by the node's "inplace" attribute (the planner's in-place column: plan.c). */
 static void replace(fuser *f, const chain *c, bool *gone) {
     ck_graph *g = f->g;
-    ck_value *ins[CK_FUSE_MAX_IN], *outs[CK_FUSE_MAX_OUT];
-    int ni = count_inputs(c, NULL, ins), no = 0;
-    CK_ASSERT(ni >= 1);
+    layout l;
+    CK_ASSERT(lay_out(f, c, &l));
+    int step = c->pos[c->n - 1];
     for (int i = 0; i < c->n; i++) {
-        ck_value *v = c->m[i]->out[0];
-        if (is_output(f, c, v)) outs[no++] = v;
-        else gone[v->id] = true, f->n_away++;
+        bool out = false;
+        for (int k = 0; k < l.n_out; k++) out |= l.out[k] == c->m[i]->out[0];
+        if (!out) gone[c->m[i]->out[0]->id] = true, f->n_away++;
     }
-    CK_ASSERT(no >= 1 && no <= CK_FUSE_MAX_OUT);
     char name[512];
     snprintf(name, sizeof name, "%s/fused", c->m[c->n - 1]->name);
-    ck_node *fn = ck_graph_new_node(g, CK_OP_FUSED, name, ni, ins, no);
-    for (int k = 0; k < no; k++) { /* the fresh outputs give way to the members' own */
+    ck_node *fn = ck_graph_new_node(g, CK_OP_FUSED, name, l.n_in, l.in, l.n_out);
+    int64_t *inplace = ck_arena_alloc(g->arena, sizeof(int64_t) * CK_FUSE_MAX_OUT);
+    CK_ASSERT(inplace);
+    bool any = false;
+    for (int k = 0; k < l.n_out; k++) { /* the fresh outputs give way to the members' own */
         gone[fn->out[k]->id] = true;
-        fn->out[k] = outs[k];
-        outs[k]->producer = fn;
+        fn->out[k] = l.out[k];
+        l.out[k]->producer = fn;
+        inplace[k] = l.alias[k];
+        any |= l.alias[k] >= 0;
     }
+    if (any) ck_node_add_attr(g, fn, (ck_attr){.name = "inplace", .kind = CK_ATTR_INTS, .n = l.n_out, .ints = inplace});
+    /* what later chains see: inputs live to this step, outputs in place on their input's bytes */
+    for (int k = 0; k < l.n_in; k++) {
+        int r = f->root[l.in[k]->id];
+        if (f->last[r] < step) f->last[r] = step;
+    }
+    for (int k = 0; k < l.n_out; k++)
+        if (l.alias[k] >= 0) {
+            int r = f->root[l.in[l.alias[k]]->id], o = l.out[k]->id;
+            if (f->last[r] < f->last[o]) f->last[r] = f->last[o];
+            f->root[o] = r;
+        }
     fn->phase = c->m[0]->phase;
     fn->fused = ck_arena_alloc(g->arena, sizeof *fn->fused * (size_t)c->n);
     CK_ASSERT(fn->fused);
     for (int i = 0; i < c->n; i++) fn->fused[i] = c->m[i], f->taken[c->pos[i]] = true;
     fn->n_fused = c->n;
-    g->nodes[c->pos[c->n - 1]] = fn;
+    g->nodes[step] = fn;
     for (int i = 0; i < c->n - 1; i++) g->nodes[c->pos[i]] = NULL; /* compacted by the caller */
     f->n_groups++, f->n_ops += c->n;
 }
 
+static void pin(fuser *f, const ck_value *v) {
+    if (!v) return;
+    f->pinned[v->id] = true;
+    f->last[f->root[v->id]] = INT_MAX;
+}
+
+/* Readers, pinned values, and the roots' last steps (views and in-place outputs share their
+ * input's bytes, as the planner will have them). */
 static void count_readers(fuser *f) {
     ck_graph *g = f->g;
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i]->n_in; k++)
-            if (g->nodes[i]->in[k]) f->readers[g->nodes[i]->in[k]->id]++;
-    for (int i = 0; i < g->n_outputs; i++) f->pinned[g->outputs[i]->id] = true;
-    if (g->loss) f->pinned[g->loss->id] = true;
+    for (int i = 0; i < g->n_values; i++) {
+        const ck_value *v = g->values[i];
+        f->root[v->id] = v->id;
+        f->last[v->id] = v->producer ? -1 : INT_MAX; /* static: live all along */
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        if (ck_node_is_view(n, f->o) && n->out[0] && n->in[0]) f->root[n->out[0]->id] = f->root[n->in[0]->id];
+        for (int k = 0; k < n->n_out; k++) {
+            int src = ck_node_inplace_input(n, k);
+            if (src >= 0 && n->out[k] && n->in[src]) f->root[n->out[k]->id] = f->root[n->in[src]->id];
+        }
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k]) {
+                f->readers[n->in[k]->id]++;
+                int r = f->root[n->in[k]->id];
+                if (f->last[r] < i) f->last[r] = i;
+            }
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] && f->last[f->root[n->out[k]->id]] < i) f->last[f->root[n->out[k]->id]] = i;
+    }
+    for (int i = 0; i < g->n_outputs; i++) pin(f, g->outputs[i]);
+    pin(f, g->loss);
     for (int i = 0; i < g->n_train; i++) {
-        if (g->train_grads && g->train_grads[i]) f->pinned[g->train_grads[i]->id] = true;
-        if (g->train_params && g->train_params[i]) f->pinned[g->train_params[i]->id] = true;
+        if (g->train_grads) pin(f, g->train_grads[i]);
+        if (g->train_params) pin(f, g->train_params[i]);
     }
 }
 
@@ -235,12 +351,14 @@ ck_status ck_pass_fuse(ck_graph *g, const ck_options *o, ck_diag *d) {
     (void)d;
     if (o->no_fuse) return CK_OK;
     int nv = g->next_value_id + 1 + CK_FUSE_MAX_OUT * (g->n_nodes + 1);
-    fuser f = {.g = g};
+    fuser f = {.g = g, .o = o};
     f.readers = calloc((size_t)nv, sizeof *f.readers);
+    f.root = calloc((size_t)nv, sizeof *f.root);
+    f.last = calloc((size_t)nv, sizeof *f.last);
     f.pinned = calloc((size_t)nv, sizeof *f.pinned);
     f.taken = calloc((size_t)g->n_nodes + 1, sizeof *f.taken);
     bool *gone = calloc((size_t)nv, sizeof *gone);
-    CK_ASSERT(f.readers && f.pinned && f.taken && gone);
+    CK_ASSERT(f.readers && f.pinned && f.taken && gone && f.root && f.last);
     count_readers(&f);
     int n0 = g->n_nodes;
     for (int s = 0; s < n0; s++) {
@@ -257,6 +375,6 @@ ck_status ck_pass_fuse(ck_graph *g, const ck_options *o, ck_diag *d) {
     for (int i = 0; i < g->n_values; i++)
         if (!gone[g->values[i]->id]) g->values[kept++] = g->values[i];
     g->n_values = kept;
-    free(f.readers), free(f.pinned), free(f.taken), free(gone);
+    free(f.readers), free(f.pinned), free(f.taken), free(gone), free(f.root), free(f.last);
     return CK_OK;
 }
