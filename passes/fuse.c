@@ -25,7 +25,16 @@
  *
  * Outputs: a member's result is an output of the fused node when anything outside the chain reads
  * it (another node, a graph output, the loss, a gradient the trainer dumps); otherwise it is fused
- * away: it leaves g->values and gets no arena bytes.
+ * away: it leaves g->values and gets no arena bytes. An output may take over the bytes of an input
+ * that dies at the chain (same shape, float, nothing reads it later, no later member reads it):
+ * attribute "inplace", the planner's in-place column. Bias add + GELU (both results kept for the
+ * backward) thus writes x + b over the GEMM's output instead of needing a third buffer.
+ *
+ * Memory: fusing moves the earlier members' reads down to the last member, so inputs that died
+ * inside the span live to its end, while the members' results no longer occupy the span. A chain
+ * is fused only when, at every step of its span, the bytes it keeps alive longer are at most the
+ * bytes it frees (liveness_ok), so the live bytes never rise anywhere. The greedy placement can
+ * still differ by a few bytes; search.c's fuse_and_plan keeps the unfused plan then.
  *
  * Same bits: the runtime (ckrt_fused: cpu_fused.c, and the CUDA wrapper over
  * ckrt_kernels_fused.h) computes each member with the very expressions of the unfused kernels
