@@ -10,9 +10,10 @@
  *
  * Same bits as the unfused kernels: each op's element expression is the one cpu_elementwise.c
  * evaluates (the F32 column of CKRT_BINARY_OPS, ck_k_unary_f32 with the code a constant, Where's
- * select), each result stored as a float before the next op reads it, and this file is compiled
- * with -ffp-contract=off (CMakeLists.txt) so that no multiply and add of one expression fuse
- * either where the unfused kernel's did not. Threads: blocks of CK_PAR_ELEMS elements
+ * select), each result stored to a float tile by its own loop before the next op's loop reads it
+ * (and which op follows which is data), so nothing can contract two members' operations into one
+ * FMA. Within one op the code is the unfused kernel's: this file must be compiled with the same
+ * flags as cpu_elementwise.c (tests/fuse_test.py compares the bits). Threads: blocks of CK_PAR_ELEMS elements
  * (ckrt_pool.h), whose size never depends on the thread count; elementwise results do not depend
  * on the split anyway.
  */
@@ -55,16 +56,27 @@ static void unary_tile(int op, float *y, const float *x, int64_t m, float alpha,
     }
 }
 
-/* Elements [i0, i0 + m) of input k: in place, or copied (wrapping around its period) into buf. */
+/* Elements [i0, i0 + m) of input k: in place, or copied into buf (a scalar filled; a broadcast
+ * operand whose period the tile crosses copied in runs). */
 static const void *operand(const ck_fprog *p, const ck_fptrs *q, int k, int64_t i0, int64_t m, void *buf) {
     int64_t per = p->period[k], off = i0 % per;
     size_t esz = p->in_bool[k] ? 1 : 4;
     const unsigned char *base = q->in[k];
     if (off + m <= per) return base + (size_t)off * esz;
+    if (per == 1) {
+        if (esz == 1) {
+            memset(buf, base[0], (size_t)m);
+        } else {
+            float v = *(const float *)q->in[k], *fb = buf;
+            for (int64_t j = 0; j < m; j++) fb[j] = v;
+        }
+        return buf;
+    }
     unsigned char *b = buf;
-    for (int64_t j = 0; j < m; j++) {
-        memcpy(b + (size_t)j * esz, base + (size_t)off * esz, esz);
-        if (++off == per) off = 0;
+    for (int64_t j = 0; j < m;) {
+        int64_t run = per - off < m - j ? per - off : m - j;
+        memcpy(b + (size_t)j * esz, base + (size_t)off * esz, (size_t)run * esz);
+        j += run, off = 0;
     }
     return buf;
 }
