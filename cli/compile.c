@@ -73,6 +73,30 @@ static void explain(const ck_graph *g) {
     free(clone), free(readers), free(clone_readers), free(offloaded);
 }
 
+/* Fusion (passes/fuse.c): the chains, their ops and the bytes kept out of the plan; each chain
+ * with --explain. */
+static void print_fused(const ck_graph *g, bool explain) {
+    int chains = 0, ops = 0, away = 0;
+    int64_t bytes = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        if (n->op != CK_OP_FUSED) continue;
+        chains++, ops += n->n_fused, away += n->n_fused - n->n_out;
+        for (int j = 0; j < n->n_fused; j++) {
+            bool out = false;
+            for (int k = 0; k < n->n_out; k++) out |= n->out[k] == n->fused[j]->out[0];
+            if (!out) bytes += (int64_t)ck_value_bytes(n->fused[j]->out[0]);
+        }
+        if (!explain) continue;
+        printf("fused      step %-5d", i);
+        for (int j = 0; j < n->n_fused; j++) printf("%s%s (%s)", j ? " + " : " ", n->fused[j]->name, ck_ops[n->fused[j]->op].onnx_name);
+        printf("\n");
+    }
+    if (chains)
+        printf("fusion: %d elementwise chains of %d ops run as one loop each; %d intermediates (%lld bytes) need no memory\n",
+               chains, ops, away, (long long)bytes);
+}
+
 static void print_plan(const ck_graph *g, bool explain) {
     const ck_mem_plan *p = &g->plan;
     printf("planned peak %lld bytes (device); host pool %lld bytes\n", (long long)p->arena_bytes, (long long)p->host_bytes);
@@ -113,6 +137,7 @@ static void print_plan(const ck_graph *g, bool explain) {
                g->segments[i].last_node, (long long)g->segments[i].saved_bytes);
         if (explain && g->segments[i].why) printf("        %s\n", g->segments[i].why);
     }
+    print_fused(g, explain);
 }
 
 /* Where the generated Makefile finds libckrt: this build tree when ckptc runs from it, else the

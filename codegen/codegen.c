@@ -662,6 +662,38 @@ done:
     return ok;
 }
 
+/* "fused": per ckptc.Fused node (passes/fuse.c) its step, name, members (ops in program order)
+ * and the member results it keeps out of memory. */
+static void write_fused_json(const ck_graph *g, FILE *f) {
+    fprintf(f, "  \"fused\": [");
+    int k = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        if (n->op != CK_OP_FUSED) continue;
+        fprintf(f, "%s\n    {\"step\": %d, \"node\": ", k++ ? "," : "", i);
+        ckrt_json_str(f, n->name);
+        fprintf(f, ", \"ops\": [");
+        for (int j = 0; j < n->n_fused; j++) {
+            fprintf(f, "%s{\"node\": ", j ? ", " : "");
+            ckrt_json_str(f, n->fused[j]->name);
+            fprintf(f, ", \"op\": \"%s\"}", ck_ops[n->fused[j]->op].onnx_name);
+        }
+        fprintf(f, "], \"fused_away\": [");
+        int a = 0;
+        for (int j = 0; j < n->n_fused; j++) {
+            const ck_value *v = n->fused[j]->out[0];
+            bool out = false;
+            for (int o = 0; o < n->n_out; o++) out |= n->out[o] == v;
+            if (out) continue;
+            fprintf(f, "%s{\"name\": ", a++ ? ", " : "");
+            ckrt_json_str(f, v->name);
+            fprintf(f, ", \"bytes\": %lld}", (long long)ck_value_bytes(v));
+        }
+        fprintf(f, "]}");
+    }
+    fprintf(f, "%s]\n", k ? "\n  " : "");
+}
+
 static void write_plan_json(const ck_graph *g, FILE *f) {
     const ck_mem_plan *p = &g->plan;
     fprintf(f, "{\n  \"arena_bytes\": %lld,\n  \"static_bytes\": %lld,\n  \"dynamic_lower_bound\": %lld,\n",
@@ -691,7 +723,9 @@ static void write_plan_json(const ck_graph *g, FILE *f) {
                 n->op == CK_OP_GRAD_ALLREDUCE ? "communication staging" : "workspace", i, (long long)n->ws_offset, (long long)n->ws_bytes,
                 i, n->ws_last);
     }
-    fprintf(f, "\n  ]\n}\n");
+    fprintf(f, "\n  ],\n");
+    write_fused_json(g, f);
+    fprintf(f, "}\n");
 }
 
 static ck_status write_file(const char *dir, const char *name, ck_diag *d, FILE **out) {

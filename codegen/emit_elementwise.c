@@ -1,9 +1,11 @@
 /* emit_elementwise.c — emitters for the elementwise families: binary (with broadcasting), unary,
  * where (broadcasting over three inputs, any dtype), clip (bounds read from the arena at run time,
- * so they may be computed) and cast.
+ * so they may be computed), cast, and fused chains of them (ckptc.Fused: the members as an op list
+ * for ckrt_fused, each op's runtime code from the same tables as its unfused call).
  */
 #include "emit.h"
 #include "../runtime/ckrt_kernels_ops.h" /* the runtime's op codes */
+#include "../runtime/ckrt_kernels_fused.h" /* a fused chain's program format */
 
 #include <string.h>
 
@@ -173,5 +175,69 @@ ck_status ck_emit_cast(ck_emit *e, const ck_node *n) {
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, x, true);
     ck_emit_printf(e, ", %lld));\n", (long long)ck_value_numel(x));
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------- ckptc.Fused (passes/fuse.c) */
+
+/* The operand ref of value v in fused node n's program: input k, or member j's result. */
+static int fused_ref(const ck_node *n, const ck_value *v) {
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] == v) return k;
+    for (int j = 0; j < n->n_fused; j++)
+        if (n->fused[j]->out[0] == v) return CK_F_MAX_IN + j;
+    CK_ASSERT(!"a fused member reads a value that is neither an input nor a member's result");
+    return -1;
+}
+
+/* One member as a ck_fop initializer: {kind, code, a, b, c, alpha, beta}, the codes from the same
+ * tables the unfused emitters use. */
+static ck_status emit_fused_op(ck_emit *e, const ck_node *n, const ck_node *m) {
+    if (m->op == CK_OP_WHERE) {
+        ck_emit_printf(e, "{CK_F_WHERE, 0, %d, %d, %d, 0, 0}", fused_ref(n, m->in[0]), fused_ref(n, m->in[1]), fused_ref(n, m->in[2]));
+        return CK_OK;
+    }
+    const ck_unary_code *u = ck_emit_unary_code(m, m->op);
+    if (u) {
+        float alpha = ck_attr_float(m, "alpha", u->alpha), beta = ck_attr_float(m, "beta", u->beta);
+        ck_emit_printf(e, "{CK_F_UNARY, %s, %d, 0, 0, %a, %a}", u->name, fused_ref(n, m->in[0]), (double)alpha, (double)beta);
+        return CK_OK;
+    }
+    int k = 0, nk = (int)(sizeof binary_codes / sizeof binary_codes[0]);
+    while (k < nk && binary_codes[k].op != m->op) k++;
+    if (k == nk || m->op == CK_OP_MOD || (m->op >= CK_OP_EQUAL && m->op <= CK_OP_GREATER))
+        return ck_emit_unsupported(e, m, "not an op a fused chain runs");
+    ck_emit_printf(e, "{CK_F_BINARY, %s, %d, %d, 0, 0, 0}", binary_codes[k].name, fused_ref(n, m->in[0]), fused_ref(n, m->in[1]));
+    return CK_OK;
+}
+
+ck_status ck_emit_fused(ck_emit *e, const ck_node *n) {
+    if (n->n_in > CK_F_MAX_IN || n->n_fused > CK_F_MAX_OPS || n->n_out > CK_F_MAX_OUT)
+        return ck_emit_unsupported(e, n, "a fused chain of %d ops, %d inputs, %d outputs is over the runtime's limits", n->n_fused,
+                                   n->n_in, n->n_out);
+    ck_emit_call(e, "fused");
+    ck_emit_printf(e, ", &(const ck_fprog){.n_in = %d, .n_ops = %d, .n_out = %d, .out_op = {", n->n_in, n->n_fused, n->n_out);
+    for (int k = 0; k < n->n_out; k++) ck_emit_printf(e, "%s%d", k ? ", " : "", fused_ref(n, n->out[k]) - CK_F_MAX_IN);
+    ck_emit_printf(e, "}, .in_bool = {");
+    for (int k = 0; k < n->n_in; k++) ck_emit_printf(e, "%s%d", k ? ", " : "", n->in[k]->dtype == CK_BOOL);
+    ck_emit_printf(e, "}, .period = {");
+    for (int k = 0; k < n->n_in; k++) ck_emit_printf(e, "%s%lld", k ? ", " : "", (long long)ck_value_numel(n->in[k]));
+    ck_emit_printf(e, "}, .op = {");
+    for (int j = 0; j < n->n_fused; j++) {
+        ck_emit_printf(e, "%s", j ? ", " : "");
+        ck_status st = emit_fused_op(e, n, n->fused[j]);
+        if (st) return st;
+    }
+    ck_emit_printf(e, "}}, &(const ck_fptrs){.in = {");
+    for (int k = 0; k < n->n_in; k++) {
+        ck_emit_printf(e, "%s", k ? ", " : "");
+        ck_emit_ptr(e, n->in[k], true);
+    }
+    ck_emit_printf(e, "}, .out = {");
+    for (int k = 0; k < n->n_out; k++) {
+        ck_emit_printf(e, "%s", k ? ", " : "");
+        ck_emit_ptr(e, n->out[k], false);
+    }
+    ck_emit_printf(e, "}}, %lld));\n", (long long)ck_value_numel(n->out[0]));
     return CK_OK;
 }

@@ -227,6 +227,9 @@ struct ck_node {
     int ws_last;           /* the last step the workspace is live (the planner's, from ws_until) */
     ck_phase phase;        /* which part of the training step runs it */
     int recompute_of;      /* a recompute clone: the forward node's id + 1; 0 otherwise */
+    struct ck_node **fused; /* ckptc.Fused: its member nodes in program order (out of the schedule;
+                             * their outputs that nothing else reads are in no value list) */
+    int n_fused;
 };
 
 /* Memory categories of the plan; every byte of the arena belongs to one. */

@@ -57,7 +57,44 @@ static ck_node *copy_node(cloner *c, const ck_node *n) {
     return m;
 }
 
-static void link_node(const cloner *c, ck_node *m, const ck_node *n) {
+/* A fused node's member edges: the results only the chain reads are in no value list (fuse.c),
+ * so they are copied here, the first time a member names them, produced by that member's copy. */
+static ck_value **member_list(cloner *c, int n, ck_value *const *vs, const ck_node *src, ck_node *copy) {
+    ck_value **p = ck_arena_alloc(c->g->arena, sizeof *p * (size_t)(n ? n : 1));
+    CK_ASSERT(p);
+    for (int i = 0; i < n; i++) {
+        const ck_value *v = vs[i];
+        if (!v) continue;
+        CK_ASSERT(v->id >= 0 && v->id < c->nv);
+        if (!c->vmap[v->id]) {
+            ck_value *w = ck_arena_alloc(c->g->arena, sizeof *w);
+            CK_ASSERT(w);
+            *w = *v;
+            w->alias = NULL;
+            c->vmap[v->id] = w;
+        }
+        p[i] = c->vmap[v->id];
+        if (v->producer == src) p[i]->producer = copy; /* a listed value's producer is remapped later */
+    }
+    return p;
+}
+
+/* ckptc.Fused (passes/fuse.c): its members, copied like scheduled nodes. */
+static void clone_members(cloner *c, ck_node *m, const ck_node *n) {
+    m->fused = ck_arena_alloc(c->g->arena, sizeof *m->fused * (size_t)n->n_fused);
+    CK_ASSERT(m->fused);
+    for (int j = 0; j < n->n_fused; j++) {
+        const ck_node *src = n->fused[j];
+        ck_node *x = copy_node(c, src);
+        x->in = member_list(c, src->n_in, src->in, NULL, NULL);
+        x->out = member_list(c, src->n_out, src->out, src, x);
+        x->ws_until = NULL;
+        m->fused[j] = x;
+    }
+}
+
+static void link_node(cloner *c, ck_node *m, const ck_node *n) {
+    if (n->n_fused) clone_members(c, m, n);
     m->in = copy_list(c, n->n_in, n->in);
     m->out = copy_list(c, n->n_out, n->out);
     m->ws_until = node_of(c, n->ws_until);

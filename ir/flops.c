@@ -49,6 +49,9 @@ static int64_t flops_none(const ck_node *n) {
     return 0;
 }
 
+/* ckptc.Fused: the sum of its members' counts (declared before use: the table below names it) */
+static int64_t flops_fused(const ck_node *n);
+
 static int64_t (*const flops_of[CK_OP_COUNT])(const ck_node *n) = {
 #define CK_OP(e, onnx, in_min, in_max, out_min, out_max, flags, diff, infer, grad, kernel, ws, flops, fold, view, in_place) \
     [CK_OP_##e] = flops,
@@ -57,3 +60,9 @@ static int64_t (*const flops_of[CK_OP_COUNT])(const ck_node *n) = {
 };
 
 int64_t ck_node_flops(const ck_node *n) { return flops_of[n->op] ? flops_of[n->op](n) : numel_out(n); }
+
+static int64_t flops_fused(const ck_node *n) {
+    int64_t s = 0;
+    for (int i = 0; i < n->n_fused; i++) s += ck_node_flops(n->fused[i]);
+    return s;
+}

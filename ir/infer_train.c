@@ -62,6 +62,17 @@ ck_status ck_infer_like_input1(ck_node *n, ck_diag *d) {
     return CK_OK;
 }
 
+/* ckptc.Fused: each member's inference in program order (they read the fused node's inputs and
+ * each other's outputs; its outputs are some of theirs). */
+ck_status ck_infer_fused(ck_node *n, ck_diag *d) {
+    if (n->n_fused < 1) return shape_err(d, n, "a fused node without members");
+    for (int i = 0; i < n->n_fused; i++) {
+        ck_status st = ck_infer_node(n->fused[i], d);
+        if (st) return st;
+    }
+    return CK_OK;
+}
+
 /* DropoutGrad: (dy) -> dx */
 ck_status ck_infer_like_input0(ck_node *n, ck_diag *d) {
     (void)d;

@@ -66,6 +66,8 @@ typedef struct ck_options {
     /* --clip-grad-norm X (> 0): the trainer's default max norm; implies update_at_end, since the
      * global norm needs every gradient before the first update */
     double clip_grad_norm;
+    /* --no-fuse: no elementwise fusion (fuse.c); every node runs its own kernel */
+    bool no_fuse;
 } ck_options;
 
 /* PyTorch's defaults (torch.optim.SGD / AdamW) */
@@ -107,6 +109,11 @@ ck_status ck_pass_early_update(ck_graph *g, const ck_options *o, ck_diag *d);
  * communication staging) started right after the bucket's last gradient (o->dp_overlap) or after
  * the backward, and a ckptc.GradAllReduceWait before the updates that read the bucket. */
 ck_status ck_pass_data_parallel(ck_graph *g, const ck_options *o, ck_diag *d);
+
+/* Elementwise fusion (fuse.c): chains of float elementwise nodes on the final graph become
+ * ckptc.Fused nodes, and the intermediates only a chain reads leave the graph (no arena bytes).
+ * Runs last, right before ck_pass_plan; nothing with o->no_fuse. */
+ck_status ck_pass_fuse(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* Memory plan: static region (params, buffers, constants, inputs) then a dynamic region where
  * activations and kernel workspace get offsets by liveness: greedy best-fit placement in four

@@ -68,7 +68,7 @@ double ck_dropout_ratio(const ck_node *n, const ck_options *o) {
  * (view_always: Identity and the reshapes; view_dropout: Dropout when it drops nothing and no
  * mask is wanted). An in-place op's output k overwrites one of its inputs (inplace_optimizer: SGD
  * and AdamW update the parameter and their state in place; inplace_each: GradAllReduce averages
- * each gradient in place). */
+ * each gradient in place; inplace_fused: a fused chain's output over an input that dies there). */
 static bool view_always(const ck_node *n, const ck_options *o) {
     (void)n, (void)o;
     return true;
@@ -83,6 +83,11 @@ static int inplace_optimizer(const ck_node *n, int k) {
 static int inplace_each(const ck_node *n, int k) {
     (void)n;
     return k;
+}
+/* ckptc.Fused: an output may take over a dead input's bytes (passes/fuse.c), per its "inplace" attribute */
+static int inplace_fused(const ck_node *n, int k) {
+    const ck_attr *a = ck_attr_find(n, "inplace");
+    return a && k < a->n ? (int)a->ints[k] : -1;
 }
 
 static bool (*const view_fns[CK_OP_COUNT])(const ck_node *n, const ck_options *o) = {

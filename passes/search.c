@@ -4,7 +4,7 @@
  * gradient bucket and which bucket schedule plan the lowest peak: estimates cannot say, because
  * placement (fragmentation) moves the peak. So each candidate is planned for real: a try is a
  * clone of the trained graph (after loss, autodiff and optimizer, which none of these choices
- * changes) taken through checkpoint -> data_parallel -> early_update -> check -> plan, and the
+ * changes) taken through checkpoint -> data_parallel -> early_update -> check -> fuse -> plan, and the
  * search keeps the try whose planned peak wins. No try loads the model again. When there is
  * nothing to choose (no budget, no --offload, data parallel with its bucket and schedule given),
  * the one plan is made on the trained graph itself, without a clone.
@@ -49,6 +49,26 @@ typedef struct search {
     ck_diag *notes;
 } search;
 
+/* Fusion (fuse.c) never raises the live bytes at any step, but placement is greedy and can lose a
+ * few bytes to fragmentation that the unfused graph did not: so a fused plan is kept only when its
+ * peak is at most the unfused one's. A probe (a clone) is fused and planned first; when it fuses
+ * nothing, or plans higher, g is planned unfused; else g is fused and planned like the probe. */
+static ck_status fuse_and_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
+    if (o->no_fuse) return ck_pass_plan(g, o, d);
+    ck_graph *probe = ck_graph_clone(g);
+    ck_status st = ck_pass_fuse(probe, o, d);
+    bool fused = false;
+    for (int i = 0; i < probe->n_nodes; i++) fused |= probe->nodes[i]->op == CK_OP_FUSED;
+    if (!st && fused) st = ck_pass_plan(probe, o, d);
+    if (!st) st = ck_pass_plan(g, o, d);
+    if (!st && fused && probe->plan.arena_bytes <= g->plan.arena_bytes) {
+        st = ck_pass_fuse(g, o, d);
+        if (!st) st = ck_pass_plan(g, o, d);
+    }
+    ck_graph_free(probe);
+    return st;
+}
+
 /* The passes the search's choices change, on g (the trained graph or a clone of it). */
 static ck_status plan_passes(const search *s, ck_graph *g, const ck_options *o, ck_diag *d) {
     ck_status st = CK_OK;
@@ -57,7 +77,7 @@ static ck_status plan_passes(const search *s, ck_graph *g, const ck_options *o, 
     if (!st && !o->infer) st = ck_pass_early_update(g, o, d);
     if (!st) st = ck_graph_verify(g, d);
     if (!st && s->check) st = s->check(g, o, d); /* reject what cannot run before any planning */
-    if (!st) st = ck_pass_plan(g, o, d);
+    if (!st) st = fuse_and_plan(g, o, d);
     if (!st) st = ck_graph_verify(g, d);
     return st;
 }

@@ -29,6 +29,7 @@
 #define CK_G_PARAMS_not(V, P) P(uint8_t *, y) P(const uint8_t *, x)
 #define CK_G_PARAMS_where(V, P) V(int, esz) P(void *, y) P(const uint8_t *, cond) P(const void *, a) \
     P(const void *, b) V(int, rank) V(ck_dims, dims) V(ck_dims, sc) V(ck_dims, sa) V(ck_dims, sb)
+#define CK_G_PARAMS_fused(V, P) V(ck_fprog, prog) V(ck_fptrs, ptrs)
 #define CK_G_PARAMS_clip_f32(V, P) P(float *, y) P(const float *, x) P(const float *, lo) P(const float *, hi)
 #define CK_G_PARAMS_clip_f64(V, P) P(double *, y) P(const double *, x) P(const double *, lo) P(const double *, hi)
 #define CK_G_PARAMS_clip_int(V, P) V(int, dt) P(void *, y) P(const void *, x) P(const void *, lo) P(const void *, hi)
@@ -131,6 +132,7 @@
     K(unary, unary_f32, y[i] = ck_k_unary_f32(op, x[i], alpha, beta);) \
     K(unary, unary_int, ck_k_store_int(dt, y, i, ck_k_unary_i64(op, ck_k_load_int(dt, x, i)));) \
     K(unary, not, y[i] = !x[i];) \
+    K(fused, fused, ck_k_fused_elem(i, &prog, &ptrs);) \
     K(where, where, ck_k_where(i, esz, y, cond, a, b, ck_k_offset(i, rank, dims.v, sc.v), ck_k_offset(i, rank, \
       dims.v, sa.v), ck_k_offset(i, rank, dims.v, sb.v));) \
     K(clip, clip_f32, y[i] = ck_k_clip_f32(x[i], lo != NULL, lo ? *lo : 0.0f, hi != NULL, hi ? *hi : 0.0f);) \

@@ -21,7 +21,7 @@
     X(fill) X(range) X(cross_entropy) X(cross_entropy_grad) X(unary_grad) X(softmax_grad) X(layer_norm_grad)        \
     X(batch_norm_grad) X(batch_norm_apply) X(dropout_grad) X(sgd) X(adamw) X(conv_grad_input) X(conv_grad_weight)   \
     X(pool_grad) X(gather_grad) X(slice_grad) X(check_finite) X(rank_mean) X(copy_f32) X(pad) X(pad_grad) \
-    X(scatter_nd) X(gather_nd) X(random)
+    X(scatter_nd) X(gather_nd) X(random) X(fused)
 
 typedef struct ckrt_device_ops {
 #define CKRT_DEVICE_MEMBER_(name) __typeof__(ckrt_##name) *name;
@@ -34,6 +34,7 @@ typedef struct ckrt_device_ops {
 #define ckrt_binary(c, ...) CKRT_DISPATCH_(binary, c, __VA_ARGS__)
 #define ckrt_unary(c, ...) CKRT_DISPATCH_(unary, c, __VA_ARGS__)
 #define ckrt_where(c, ...) CKRT_DISPATCH_(where, c, __VA_ARGS__)
+#define ckrt_fused(c, ...) CKRT_DISPATCH_(fused, c, __VA_ARGS__)
 #define ckrt_clip(c, ...) CKRT_DISPATCH_(clip, c, __VA_ARGS__)
 #define ckrt_cast(c, ...) CKRT_DISPATCH_(cast, c, __VA_ARGS__)
 #define ckrt_softmax(c, ...) CKRT_DISPATCH_(softmax, c, __VA_ARGS__)

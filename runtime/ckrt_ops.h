@@ -11,6 +11,7 @@
 #define CKRT_OPS_H
 
 #include "ckrt_kernels_ops.h" /* the op codes: CKRT_ADD..., CKRT_SQRT..., CKRT_REDUCE_*, CKRT_POOL_* */
+#include "ckrt_kernels_fused.h" /* ck_fprog, ck_fptrs: a fused chain's program and arrays */
 
 /* ---------------------------------------------------------------- elementwise (ckrt_kernels.h) */
 
@@ -25,6 +26,11 @@ int ckrt_binary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *a, cons
  * attributes (LeakyRelu's slope, HardSigmoid's alpha and beta; 0 for the others).
  * dt: f32 (all), i64/i32 (CKRT_UNARY_INT_OPS), bool (NOT). */
 int ckrt_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, int64_t n, float alpha, float beta);
+
+/* A fused elementwise chain (ckptc.Fused) over n elements: the ops of program p (format:
+ * ckrt_kernels_fused.h) on the arrays q (float32; bool conditions), each op with the expression of
+ * its unfused kernel, so the bits are those of running the ops one by one. */
+int ckrt_fused(ckrt_ctx *c, const ck_fprog *p, const ck_fptrs *q, int64_t n);
 
 /* y = min(max(x, lo), hi) over n elements as numpy.clip (NaN stays NaN; lo > hi gives hi); lo/hi
  * point at one element of dt or are NULL (no bound). dt: f32, f64, i64, i32, i16, i8, u8. */

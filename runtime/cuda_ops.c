@@ -84,6 +84,19 @@ static int cu_unary(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x, 
     return ckrt_fail(c, CKRT_ERR_INTERNAL, "unary op %d on %s", op, ckrt_dtype_name(dt));
 }
 
+/* A fused chain: the program by value, its arrays as device addresses (P checks each is in the arena). */
+static int cu_fused(ckrt_ctx *c, const ck_fprog *p, const ck_fptrs *q, int64_t n) {
+    if (p->n_in < 1 || p->n_in > CK_F_MAX_IN || p->n_ops < 1 || p->n_ops > CK_F_MAX_OPS || p->n_out < 1 ||
+        p->n_out > CK_F_MAX_OUT)
+        return ckrt_fail(c, CKRT_ERR_INTERNAL, "fused program with %d inputs, %d ops, %d outputs", p->n_in, p->n_ops, p->n_out);
+    if (n <= 0) return CKRT_OK;
+    ck_fprog prog = *p;
+    ck_fptrs d = {{0}, {0}};
+    for (int k = 0; k < p->n_in; k++) d.in[k] = (const void *)(uintptr_t)P(q->in[k]);
+    for (int k = 0; k < p->n_out; k++) d.out[k] = (void *)(uintptr_t)P(q->out[k]);
+    return g_fused(c, n, &prog, &d);
+}
+
 static int cu_where(ckrt_ctx *c, size_t esz, void *y, const uint8_t *cond, const void *a, const void *b, int rank,
                     const int64_t *dims, const int64_t *cond_strides, const int64_t *a_strides, const int64_t *b_strides) {
     if (esz != 1 && esz != 2 && esz != 4 && esz != 8) return ckrt_fail(c, CKRT_ERR_INTERNAL, "where on %zu-byte elements", esz);

@@ -336,6 +336,7 @@ static ck_graph *build_train(const char *path, const ck_load_options *lo, const 
     ck_assert_int_eq(ck_pass_checkpoint(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_data_parallel(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_early_update(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_fuse(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_plan(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_graph_verify(g, &d), CK_OK);
     ck_diag_clear(&d);
@@ -633,6 +634,68 @@ static void assert_same_graph(const ck_graph *a, const ck_graph *b) {
     ck_assert_int_eq(value_id(a->loss), value_id(b->loss));
 }
 
+/* passes/fuse.c on a hand-built graph: x+b -> Gelu -> /s -> Where(mask) fuse into one node across an
+ * unrelated node between; x+b stays an output (a later Relu reads it), the Gelu and Div results
+ * leave the graph; the chain stops at Softmax; a (4,1) column broadcast is not fused; the plan
+ * is no larger than unfused, and --no-fuse fuses nothing. */
+static ck_graph *fusion_graph(void) {
+    ck_graph *g = ck_graph_new();
+    int64_t xd[2] = {4, 8}, bd[1] = {8}, cd[2] = {4, 1};
+    ck_value *x = ck_graph_add_value(g, "x", CK_F32, 2, xd, CK_ROLE_INPUT);
+    ck_value *r = ck_graph_add_value(g, "r", CK_F32, 2, xd, CK_ROLE_INPUT);
+    ck_value *b = ck_graph_add_value(g, "b", CK_F32, 1, bd, CK_ROLE_PARAM);
+    ck_value *col = ck_graph_add_value(g, "col", CK_F32, 2, cd, CK_ROLE_PARAM);
+    ck_value *sc = ck_graph_add_value(g, "s", CK_F32, 0, NULL, CK_ROLE_CONST);
+    ck_value *mask = ck_graph_add_value(g, "mask", CK_BOOL, 1, bd, CK_ROLE_CONST);
+    sc->data = ck_arena_alloc(g->arena, 4), mask->data = ck_arena_alloc(g->arena, 8);
+    ck_value *t1 = add(g, CK_OP_ADD, "/t1", 2, (ck_value *[]){x, b})->out[0];
+    ck_value *t2 = add(g, CK_OP_GELU, "/t2", 1, &t1)->out[0];
+    ck_value *m = add(g, CK_OP_SOFTMAX, "/between", 1, &r)->out[0];
+    ck_value *t3 = add(g, CK_OP_DIV, "/t3", 2, (ck_value *[]){t2, sc})->out[0];
+    ck_value *t4 = add(g, CK_OP_WHERE, "/t4", 3, (ck_value *[]){mask, t3, x})->out[0];
+    ck_value *y = add(g, CK_OP_SOFTMAX, "/y", 1, &t4)->out[0];
+    ck_value *z = add(g, CK_OP_RELU, "/z", 1, &t1)->out[0];
+    ck_value *q = add(g, CK_OP_ADD, "/q", 2, (ck_value *[]){x, col})->out[0];
+    ck_value *qr = add(g, CK_OP_RELU, "/qr", 1, &q)->out[0];
+    ck_graph_set_inputs(g, 2, (ck_value *[]){x, r});
+    ck_graph_set_outputs(g, 4, (ck_value *[]){y, z, qr, m});
+    return g;
+}
+
+START_TEST(fusion_chains) {
+    ck_options o = {0};
+    ck_diag d = {0};
+    ck_graph *g = fusion_graph(), *plain = fusion_graph();
+    ck_assert_int_eq(ck_pass_fuse(g, &o, &d), CK_OK);
+    ck_assert_int_eq(ck_graph_verify(g, &d), CK_OK);
+    ck_assert_int_eq(g->n_nodes, 6); /* between, fused, y, z, q, qr */
+    const ck_node *f = g->nodes[1];
+    ck_assert_int_eq(f->op, CK_OP_FUSED);
+    ck_assert_int_eq(f->n_fused, 4);
+    ck_assert_int_eq(f->n_out, 2);
+    ck_assert_str_eq(f->out[0]->name, f->fused[0]->out[0]->name); /* x+b: the later Relu reads it */
+    ck_assert_ptr_eq(f->out[1], g->nodes[2]->in[0]);               /* the Where result: Softmax's input */
+    for (int i = 0; i < g->n_values; i++) /* the Gelu and Div results are gone */
+        ck_assert(g->values[i] != f->fused[1]->out[0] && g->values[i] != f->fused[2]->out[0]);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (i != 1) ck_assert_int_ne(g->nodes[i]->op, CK_OP_FUSED); /* no chain through the (4,1) column */
+    ck_graph *c = ck_graph_clone(g); /* members and the values only they hold are copied */
+    ck_assert_int_eq(ck_graph_verify(c, &d), CK_OK);
+    ck_assert_ptr_ne(c->nodes[1]->fused[1], f->fused[1]);
+    ck_assert_ptr_eq(c->nodes[1]->fused[2]->in[0], c->nodes[1]->fused[1]->out[0]);
+    ck_assert_int_eq(ck_pass_plan(g, &o, &d), CK_OK);
+    o.no_fuse = true;
+    ck_assert_int_eq(ck_pass_fuse(plain, &o, &d), CK_OK);
+    ck_assert_int_eq(plain->n_nodes, 9);
+    ck_assert_int_eq(ck_pass_plan(plain, &o, &d), CK_OK);
+    ck_assert_int_le(g->plan.arena_bytes, plain->plan.arena_bytes);
+    printf("  fusion: 4 ops in one node, planned %lld bytes (unfused %lld)\n", (long long)g->plan.arena_bytes,
+           (long long)plain->plan.arena_bytes);
+    ck_graph_free(c), ck_graph_free(g), ck_graph_free(plain);
+    ck_diag_clear(&d);
+}
+END_TEST
+
 /* ir/clone.c and passes/search.c: the rest of the passes on a clone of the trained graph plan
  * exactly what a fresh load planned (every policy, offload, data parallel), the trained graph is
  * left untouched (a second clone plans the same again), a clone of a planned graph is that graph,
@@ -657,6 +720,7 @@ START_TEST(clones_plan_like_a_fresh_load) {
                 ck_assert_int_eq(ck_pass_checkpoint(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_pass_data_parallel(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_pass_early_update(c, &o, &d), CK_OK);
+                ck_assert_int_eq(ck_pass_fuse(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_pass_plan(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_graph_verify(c, &d), CK_OK);
                 assert_same_graph(fresh, c);
@@ -699,6 +763,7 @@ int main(void) {
     tcase_add_test(tc, early_updates_on_samples);
     tcase_add_test(tc, data_parallel_buckets);
     tcase_add_test(tc, clones_plan_like_a_fresh_load);
+    tcase_add_test(tc, fusion_chains);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
