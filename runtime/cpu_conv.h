@@ -17,6 +17,7 @@
 
 #include "ckrt.h"
 #include "ckrt_kernels_move.h"
+#include "ckrt_pool.h"
 
 #include <string.h>
 
@@ -78,17 +79,16 @@ static inline void ck_conv_valid(const ck_conv_geom *g, int64_t p0, int64_t *j0,
 /* One run of im2col: dst[0, run) from the input line s (column j0's element), zeros outside [j0, j1). */
 static inline void ck_im2col_run(float *dst, const float *s, int64_t j0, int64_t j1, int64_t st, int64_t run) {
     for (int64_t j = 0; j < j0; j++) dst[j] = 0.0f;
-    if (st == 1)
-        for (int64_t j = 0; j < j1 - j0; j++) dst[j0 + j] = s[j];
+    if (st == 1) memcpy(dst + j0, s, sizeof(float) * (size_t)(j1 - j0));
     else
         for (int64_t j = 0; j < j1 - j0; j++) dst[j0 + j] = s[j * st];
     for (int64_t j = j1; j < run; j++) dst[j] = 0.0f;
 }
 
 /* im2col of a 2-D convolution: the leading axis's validity is one comparison per run. */
-static inline void ck_cpu_im2col_2d(float *col, const float *img, int64_t Cg, const ck_conv_geom *g) {
+static inline void ck_cpu_im2col_2d(float *col, const float *img, int64_t r0, int64_t r1, const ck_conv_geom *g) {
     int64_t k1 = g->k[1], H = g->in_sp[0], W = g->in_sp[1], OH = g->out_sp[0], run = g->run;
-    for (int64_t r = 0; r < Cg * g->taps; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         int64_t t = r % g->taps, kh = t / k1, kw = t % k1, j0, j1;
         const float *src = img + (r / g->taps) * g->in_n;
         float *dst = col + r * g->out_n;
@@ -102,15 +102,15 @@ static inline void ck_cpu_im2col_2d(float *col, const float *img, int64_t Cg, co
     }
 }
 
-/* col (Cg * taps, out_n) from img (Cg, in_sp...). */
-static inline void ck_cpu_im2col(float *col, const float *img, int64_t Cg, const ck_conv_geom *g) {
+/* Rows [r0, r1) of col (Cg * taps, out_n) from img (Cg, in_sp...). */
+static inline void ck_cpu_im2col_rows(float *col, const float *img, int64_t r0, int64_t r1, const ck_conv_geom *g) {
     if (g->nsp == 2) {
-        ck_cpu_im2col_2d(col, img, Cg, g);
+        ck_cpu_im2col_2d(col, img, r0, r1, g);
         return;
     }
     int last = g->last;
     int64_t st = g->st[last], run = g->run;
-    for (int64_t r = 0; r < Cg * g->taps; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         int64_t kk[CKRT_MAX_RANK], o[CKRT_MAX_RANK] = {0}, off, j0, j1;
         ck_conv_tap(g, r % g->taps, kk);
         const float *src = img + (r / g->taps) * g->in_n;
@@ -124,20 +124,28 @@ static inline void ck_cpu_im2col(float *col, const float *img, int64_t Cg, const
     }
 }
 
-/* One run of col2im: d (column j0's input element) += c[j0, j1). */
+typedef float ck_v4f __attribute__((vector_size(16))); /* GCC/Clang vectors: 4 adds at once, same bits */
+
+/* One run of col2im: d (column j0's input element) += c[j0, j1). Elementwise: vector or scalar,
+ * each element gets the same one addition. */
 static inline void ck_col2im_run(float *d, const float *c, int64_t j0, int64_t j1, int64_t st) {
+    int64_t n = j1 - j0, j = 0;
     c += j0;
     if (st == 1)
-        for (int64_t j = 0; j < j1 - j0; j++) d[j] += c[j];
-    else
-        for (int64_t j = 0; j < j1 - j0; j++) d[j * st] += c[j];
+        for (; j + 4 <= n; j += 4) {
+            ck_v4f a, b;
+            memcpy(&a, d + j, sizeof a), memcpy(&b, c + j, sizeof b);
+            a += b;
+            memcpy(d + j, &a, sizeof a);
+        }
+    for (; j < n; j++) d[j * st] += c[j];
 }
 
 /* col2im of a 2-D convolution, in the order of ck_cpu_col2im. */
-static inline void ck_cpu_col2im_2d(float *img, const float *col, int64_t Cg, const ck_conv_geom *g) {
+static inline void ck_cpu_col2im_2d(float *img, const float *col, int64_t c0, int64_t c1, const ck_conv_geom *g) {
     int64_t k1 = g->k[1], H = g->in_sp[0], W = g->in_sp[1], OH = g->out_sp[0], run = g->run;
-    memset(img, 0, sizeof(float) * (size_t)(Cg * g->in_n));
-    for (int64_t ch = 0; ch < Cg; ch++) {
+    memset(img + c0 * g->in_n, 0, sizeof(float) * (size_t)((c1 - c0) * g->in_n));
+    for (int64_t ch = c0; ch < c1; ch++) {
         float *dst = img + ch * g->in_n;
         for (int64_t t = g->taps - 1; t >= 0; t--) {
             int64_t kh = t / k1, kw = t % k1, j0, j1;
@@ -153,17 +161,18 @@ static inline void ck_cpu_col2im_2d(float *img, const float *col, int64_t Cg, co
     }
 }
 
-/* img (Cg, in_sp...) = col2im(col (Cg * taps, out_n)). Each element's additions come in the order
- * taps descending, runs ascending: per element the order of ck_k_col2im. */
-static inline void ck_cpu_col2im(float *img, const float *col, int64_t Cg, const ck_conv_geom *g) {
+/* Channels [c0, c1) of img (Cg, in_sp...) = col2im(col (Cg * taps, out_n)). Each element's
+ * additions come in the order taps descending, runs ascending: per element the order of
+ * ck_k_col2im. */
+static inline void ck_cpu_col2im_chans(float *img, const float *col, int64_t c0, int64_t c1, const ck_conv_geom *g) {
     if (g->nsp == 2) {
-        ck_cpu_col2im_2d(img, col, Cg, g);
+        ck_cpu_col2im_2d(img, col, c0, c1, g);
         return;
     }
     int last = g->last;
     int64_t st = g->st[last], run = g->run;
-    memset(img, 0, sizeof(float) * (size_t)(Cg * g->in_n));
-    for (int64_t ch = 0; ch < Cg; ch++) {
+    memset(img + c0 * g->in_n, 0, sizeof(float) * (size_t)((c1 - c0) * g->in_n));
+    for (int64_t ch = c0; ch < c1; ch++) {
         float *dst = img + ch * g->in_n;
         for (int64_t t = g->taps - 1; t >= 0; t--) {
             int64_t kk[CKRT_MAX_RANK], o[CKRT_MAX_RANK] = {0}, off, j0, j1;
@@ -176,6 +185,40 @@ static inline void ck_cpu_col2im(float *img, const float *col, int64_t Cg, const
                 if (ck_conv_run(g, o, kk, &off)) ck_col2im_run(dst + off + p0 + j0 * st, src, j0, j1, st);
         }
     }
+}
+
+/* The whole column matrix and its adjoint, spread over the pool in blocks of rows (channels) of a
+ * fixed size: copies and per-element sums whose order does not depend on the cut. */
+typedef struct {
+    float *out;
+    const float *in;
+    const ck_conv_geom *g;
+} ck_cols_job;
+
+static inline void ck_im2col_block(void *arg, int64_t r0, int64_t r1) {
+    const ck_cols_job *j = arg;
+    ck_cpu_im2col_rows(j->out, j->in, r0, r1, j->g);
+}
+
+static inline void ck_col2im_block(void *arg, int64_t c0, int64_t c1) {
+    const ck_cols_job *j = arg;
+    ck_cpu_col2im_chans(j->out, j->in, c0, c1, j->g);
+}
+
+#define CK_COLS_GRAIN 16384 /* floats of col per block */
+
+/* col (Cg * taps, out_n) from img (Cg, in_sp...). */
+static inline void ck_cpu_im2col(float *col, const float *img, int64_t Cg, const ck_conv_geom *g) {
+    ck_cols_job j = {col, img, g};
+    int64_t rows = Cg * g->taps;
+    ckrt_parallel_for(rows, g->out_n >= CK_COLS_GRAIN ? 1 : CK_COLS_GRAIN / (g->out_n > 0 ? g->out_n : 1), ck_im2col_block, &j);
+}
+
+/* img (Cg, in_sp...) = col2im(col (Cg * taps, out_n)). */
+static inline void ck_cpu_col2im(float *img, const float *col, int64_t Cg, const ck_conv_geom *g) {
+    ck_cols_job j = {img, col, g};
+    int64_t per = g->taps * g->out_n;
+    ckrt_parallel_for(Cg, per >= CK_COLS_GRAIN ? 1 : CK_COLS_GRAIN / (per > 0 ? per : 1), ck_col2im_block, &j);
 }
 
 #endif

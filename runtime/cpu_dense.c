@@ -159,7 +159,7 @@ int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float
                 col = ws;
             }
             /* yg (Mg, out_n) = w_g (Mg, R) @ col (R, out_n) */
-            ckrt_conv_sgemm(false, false, Mg, out_n, R, 1.0f, w + g * Mg * R, R, col, out_n, 0.0f, yg, out_n);
+            ckrt_conv_sgemm_2(false, false, Mg, out_n, R, 1.0f, w + g * Mg * R, R, col, out_n, 0.0f, yg, out_n);
             if (b)
                 for (int64_t m = 0; m < Mg; m++) {
                     float bm = b[g * Mg + m];

@@ -27,90 +27,102 @@ typedef struct {
     const int64_t *in_sp, *out_sp, *k, *st, *pb, *pe, *dl;
 } pool2d_job;
 
-/* Along one axis, for output position o: taps [*t0, *t1) inside [0, in); returns the taps inside
- * [-pb, in + pe) (count_include_pad's count). Taps inside form one range (dilation >= 1). */
-static int64_t axis_range(int64_t o, int64_t k, int64_t st, int64_t pb, int64_t pe, int64_t dl, int64_t in, int64_t *t0,
-                          int64_t *t1) {
-    int64_t a = k, b = k, padded = 0;
-    for (int64_t t = 0; t < k; t++) {
-        int64_t p = o * st - pb + t * dl;
-        if (p >= 0 && p < in) {
-            if (a == k) a = t;
-            b = t + 1;
-        }
-        padded += p >= -pb && p < in + pe;
-    }
-    *t0 = a, *t1 = a == k ? a : b;
-    return padded;
+/* Of k taps at base + t * dl (dl >= 1), those with a coordinate in [lo, hi): [*t0, *t1), one range. */
+static inline void taps_in(int64_t base, int64_t dl, int64_t k, int64_t lo, int64_t hi, int64_t *t0, int64_t *t1) {
+    int64_t a = base >= lo ? 0 : (lo - base + dl - 1) / dl, b = base >= hi ? 0 : (hi - 1 - base) / dl + 1;
+    a = a < k ? a : k;
+    *t0 = a, *t1 = b < a ? a : b < k ? b : k;
 }
 
-/* One window of plane img (H, W) at (oh, ow): its max and the max's flat index in the plane (-1
- * when no tap is inside), or its average; *div: the divisor (average). */
-static float window(const pool2d_job *j, const float *img, int64_t oh, int64_t ow, int64_t *at, int64_t *div) {
-    int64_t h0, h1, w0, w1, W = j->in_sp[1];
-    int64_t ph = axis_range(oh, j->k[0], j->st[0], j->pb[0], j->pe[0], j->dl[0], j->in_sp[0], &h0, &h1);
-    int64_t pw = axis_range(ow, j->k[1], j->st[1], j->pb[1], j->pe[1], j->dl[1], W, &w0, &w1);
-    int64_t ih0 = oh * j->st[0] - j->pb[0], iw0 = ow * j->st[1] - j->pb[1];
-    float best = -3.402823466e+38f, sum = 0.0f;
-    int64_t best_at = -1;
-    for (int64_t th = h0; th < h1; th++) {
-        const float *row = img + (ih0 + th * j->dl[0]) * W;
-        for (int64_t tw = w0; tw < w1; tw++) {
-            int64_t iw = iw0 + tw * j->dl[1];
-            float v = row[iw];
-            if (j->kind == CKRT_POOL_MAX) {
-                if (best_at < 0 || v > best) best = v, best_at = (row - img) + iw;
-            } else {
-                sum += v;
-            }
+/* One axis of a window at output position o: taps [t0, t1) inside the input, first coordinate
+ * base; pad: taps inside [-pb, in + pe) (count_include_pad's count). */
+typedef struct {
+    int64_t t0, t1, base, pad;
+} axis_win;
+
+static inline axis_win axis_window(int64_t o, int64_t k, int64_t st, int64_t pb, int64_t pe, int64_t dl, int64_t in) {
+    axis_win w;
+    int64_t p0, p1;
+    w.base = o * st - pb;
+    taps_in(w.base, dl, k, 0, in, &w.t0, &w.t1);
+    taps_in(w.base, dl, k, -pb, in + pe, &p0, &p1);
+    w.pad = p1 - p0;
+    return w;
+}
+
+/* The taps' flat index in the plane of the window (h, w) (rows then columns ascending: tap order)
+ * holding its first maximum (v > best: a NaN never replaces, a NaN first stays), -1 when none is
+ * inside; *best its value (-FLT_MAX when none). */
+static inline int64_t window_max(const float *img, int64_t W, axis_win h, axis_win w, int64_t dh, int64_t dw, float *best) {
+    float b = -3.402823466e+38f;
+    int64_t at = -1;
+    for (int64_t th = h.t0; th < h.t1; th++) {
+        int64_t r = (h.base + th * dh) * W + w.base;
+        for (int64_t tw = w.t0; tw < w.t1; tw++) {
+            float v = img[r + tw * dw];
+            if (at < 0 || v > b) b = v, at = r + tw * dw;
         }
     }
-    *at = best_at;
-    *div = j->count_include_pad ? ph * pw : (h1 - h0) * (w1 - w0);
-    if (j->kind == CKRT_POOL_MAX) return best;
-    return *div > 0 ? sum / (float)*div : 0.0f;
+    *best = b;
+    return at;
+}
+
+static inline int64_t divisor(const pool2d_job *j, axis_win h, axis_win w) {
+    return j->count_include_pad ? h.pad * w.pad : (h.t1 - h.t0) * (w.t1 - w.t0);
 }
 
 static void pool_planes(void *arg, int64_t p0, int64_t p1) {
     const pool2d_job *j = arg;
-    int64_t in_n = j->in_sp[0] * j->in_sp[1], OH = j->out_sp[0], OW = j->out_sp[1];
+    int64_t W = j->in_sp[1], in_n = j->in_sp[0] * W, OH = j->out_sp[0], OW = j->out_sp[1], dh = j->dl[0], dw = j->dl[1];
+    float *y = j->y;
+    int64_t *ind = j->indices;
     for (int64_t p = p0; p < p1; p++) {
         const float *img = j->x + p * in_n;
-        for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t oh = 0; oh < OH; oh++) {
+            axis_win h = axis_window(oh, j->k[0], j->st[0], j->pb[0], j->pe[0], dh, j->in_sp[0]);
             for (int64_t ow = 0; ow < OW; ow++) {
-                int64_t i = (p * OH + oh) * OW + ow, at, div;
-                j->y[i] = window(j, img, oh, ow, &at, &div);
-                if (j->indices) j->indices[i] = at < 0 ? -1 : p * in_n + at;
+                axis_win w = axis_window(ow, j->k[1], j->st[1], j->pb[1], j->pe[1], dw, W);
+                int64_t i = (p * OH + oh) * OW + ow;
+                if (j->kind == CKRT_POOL_MAX) {
+                    int64_t at = window_max(img, W, h, w, dh, dw, &y[i]);
+                    if (ind) ind[i] = at < 0 ? -1 : p * in_n + at;
+                    continue;
+                }
+                float sum = 0.0f;
+                for (int64_t th = h.t0; th < h.t1; th++)
+                    for (int64_t tw = w.t0; tw < w.t1; tw++) sum += img[(h.base + th * dh) * W + w.base + tw * dw];
+                int64_t div = divisor(j, h, w);
+                y[i] = div > 0 ? sum / (float)div : 0.0f;
+                if (ind) ind[i] = -1;
             }
+        }
     }
 }
 
 static void pool_grad_planes(void *arg, int64_t p0, int64_t p1) {
     const pool2d_job *j = arg;
-    int64_t in_n = j->in_sp[0] * j->in_sp[1], OH = j->out_sp[0], OW = j->out_sp[1], W = j->in_sp[1];
+    int64_t W = j->in_sp[1], in_n = j->in_sp[0] * W, OH = j->out_sp[0], OW = j->out_sp[1], dh = j->dl[0], dw = j->dl[1];
     for (int64_t p = p0; p < p1; p++) {
-        const float *img = j->x + p * in_n;
+        const float *img = j->x + p * in_n, *dy = j->dy + p * OH * OW;
         float *d = j->dx + p * in_n;
         memset(d, 0, sizeof(float) * (size_t)in_n);
-        for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t oh = 0; oh < OH; oh++) {
+            axis_win h = axis_window(oh, j->k[0], j->st[0], j->pb[0], j->pe[0], dh, j->in_sp[0]);
             for (int64_t ow = 0; ow < OW; ow++) {
-                float g = j->dy[(p * OH + oh) * OW + ow];
+                axis_win w = axis_window(ow, j->k[1], j->st[1], j->pb[1], j->pe[1], dw, W);
+                float g = dy[oh * OW + ow], best;
                 if (j->kind == CKRT_POOL_MAX) {
-                    int64_t at, div;
-                    (void)window(j, img, oh, ow, &at, &div);
+                    int64_t at = window_max(img, W, h, w, dh, dw, &best);
                     if (at >= 0) d[at] += g;
                     continue;
                 }
-                int64_t h0, h1, w0, w1;
-                int64_t ph = axis_range(oh, j->k[0], j->st[0], j->pb[0], j->pe[0], j->dl[0], j->in_sp[0], &h0, &h1);
-                int64_t pw = axis_range(ow, j->k[1], j->st[1], j->pb[1], j->pe[1], j->dl[1], W, &w0, &w1);
-                int64_t div = j->count_include_pad ? ph * pw : (h1 - h0) * (w1 - w0);
+                int64_t div = divisor(j, h, w);
                 if (div <= 0) continue;
                 g = g / (float)div;
-                int64_t ih0 = oh * j->st[0] - j->pb[0], iw0 = ow * j->st[1] - j->pb[1];
-                for (int64_t th = h0; th < h1; th++)
-                    for (int64_t tw = w0; tw < w1; tw++) d[(ih0 + th * j->dl[0]) * W + iw0 + tw * j->dl[1]] += g;
+                for (int64_t th = h.t0; th < h.t1; th++)
+                    for (int64_t tw = w.t0; tw < w.t1; tw++) d[(h.base + th * dh) * W + w.base + tw * dw] += g;
             }
+        }
     }
 }
 

@@ -59,7 +59,7 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
             const float *dyg = dy + (n * M + g * Mg) * out_n, *wg = w + g * Mg * R;
             /* col (R, out_n) = w_g^T (R, Mg) @ dy_g (Mg, out_n); direct: col is dx_g itself */
             float *col = direct ? dxg : ws;
-            ckrt_conv_sgemm(true, false, R, out_n, Mg, 1.0f, wg, R, dyg, out_n, 0.0f, col, out_n);
+            ckrt_conv_sgemm_2(true, false, R, out_n, Mg, 1.0f, wg, R, dyg, out_n, 0.0f, col, out_n);
             if (!direct) ck_cpu_col2im(dxg, col, Cg, &geom);
         }
     }
@@ -87,7 +87,7 @@ int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *
                 col = ws;
             }
             /* dw_g (Mg, R) (+)= dy_g (Mg, out_n) @ col^T (out_n, R) */
-            ckrt_conv_sgemm(false, true, Mg, R, out_n, 1.0f, dyg, out_n, col, out_n, n == 0 ? 0.0f : 1.0f, dw + g * Mg * R, R);
+            ckrt_conv_sgemm_2(false, true, Mg, R, out_n, 1.0f, dyg, out_n, col, out_n, n == 0 ? 0.0f : 1.0f, dw + g * Mg * R, R);
         }
     }
     return CKRT_OK;
