@@ -25,6 +25,7 @@ typedef struct {
     int nsp, last;
     int64_t in_n, out_n, taps, run, n_runs; /* run: the last axis's length; n_runs: runs per row */
     int64_t instr[CKRT_MAX_RANK];           /* the input's element strides */
+    int64_t col_rs, col_cs;                 /* col2im: the column matrix's row and column strides */
     const int64_t *in_sp, *out_sp, *k, *st, *pb, *dl;
 } ck_conv_geom;
 
@@ -39,6 +40,7 @@ static inline void ck_conv_geom_init(ck_conv_geom *g, int nsp, const int64_t *in
         g->taps *= k[d];
     }
     g->run = out_sp[g->last];
+    g->col_rs = g->out_n, g->col_cs = 1; /* row-major; ckrt_conv_grad_input may hand col2im its transpose */
     g->n_runs = g->out_n / g->run;
     g->in_sp = in_sp, g->out_sp = out_sp, g->k = k, g->st = st, g->pb = pb, g->dl = dl;
 }
@@ -128,17 +130,17 @@ typedef float ck_v4f __attribute__((vector_size(16))); /* GCC/Clang vectors: 4 a
 
 /* One run of col2im: d (column j0's input element) += c[j0, j1). Elementwise: vector or scalar,
  * each element gets the same one addition. */
-static inline void ck_col2im_run(float *d, const float *c, int64_t j0, int64_t j1, int64_t st) {
+static inline void ck_col2im_run(float *d, const float *c, int64_t j0, int64_t j1, int64_t st, int64_t cs) {
     int64_t n = j1 - j0, j = 0;
-    c += j0;
-    if (st == 1)
+    c += j0 * cs;
+    if (st == 1 && cs == 1)
         for (; j + 4 <= n; j += 4) {
             ck_v4f a, b;
             memcpy(&a, d + j, sizeof a), memcpy(&b, c + j, sizeof b);
             a += b;
             memcpy(d + j, &a, sizeof a);
         }
-    for (; j < n; j++) d[j * st] += c[j];
+    for (; j < n; j++) d[j * st] += c[j * cs];
 }
 
 /* col2im of a 2-D convolution, in the order of ck_cpu_col2im. */
@@ -149,13 +151,13 @@ static inline void ck_cpu_col2im_2d(float *img, const float *col, int64_t c0, in
         float *dst = img + ch * g->in_n;
         for (int64_t t = g->taps - 1; t >= 0; t--) {
             int64_t kh = t / k1, kw = t % k1, j0, j1;
-            const float *src = col + (ch * g->taps + t) * g->out_n;
+            const float *src = col + (ch * g->taps + t) * g->col_rs;
             int64_t p0 = ck_k_tap(0, kw, g->st[1], g->pb[1], g->dl[1]);
             ck_conv_valid(g, p0, &j0, &j1);
             if (j0 == j1) continue;
-            for (int64_t oh = 0; oh < OH; oh++, src += run) {
+            for (int64_t oh = 0; oh < OH; oh++, src += run * g->col_cs) {
                 int64_t ih = ck_k_tap(oh, kh, g->st[0], g->pb[0], g->dl[0]);
-                if (ih >= 0 && ih < H) ck_col2im_run(dst + ih * W + p0 + j0 * g->st[1], src, j0, j1, g->st[1]);
+                if (ih >= 0 && ih < H) ck_col2im_run(dst + ih * W + p0 + j0 * g->st[1], src, j0, j1, g->st[1], g->col_cs);
             }
         }
     }
@@ -177,12 +179,12 @@ static inline void ck_cpu_col2im_chans(float *img, const float *col, int64_t c0,
         for (int64_t t = g->taps - 1; t >= 0; t--) {
             int64_t kk[CKRT_MAX_RANK], o[CKRT_MAX_RANK] = {0}, off, j0, j1;
             ck_conv_tap(g, t, kk);
-            const float *src = col + (ch * g->taps + t) * g->out_n;
+            const float *src = col + (ch * g->taps + t) * g->col_rs;
             int64_t p0 = ck_k_tap(0, kk[last], st, g->pb[last], g->dl[last]);
             ck_conv_valid(g, p0, &j0, &j1);
             if (j0 == j1) continue;
-            for (int64_t q = 0; q < g->n_runs; q++, src += run)
-                if (ck_conv_run(g, o, kk, &off)) ck_col2im_run(dst + off + p0 + j0 * st, src, j0, j1, st);
+            for (int64_t q = 0; q < g->n_runs; q++, src += run * g->col_cs)
+                if (ck_conv_run(g, o, kk, &off)) ck_col2im_run(dst + off + p0 + j0 * st, src, j0, j1, st, g->col_cs);
         }
     }
 }

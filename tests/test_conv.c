@@ -153,6 +153,7 @@ static const geo geos[] = {
     {2, 2, 6, 6, 6, {6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},      /* depthwise */
     {2, 2, 16, 128, 1, {8, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 0},   /* GEMMs cut in two by rows */
     {2, 2, 8, 32, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},   /* ... by columns */
+    {2, 2, 64, 128, 1, {4, 4}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 0},   /* 2x2 output: input gradient as col^T */
 };
 
 START_TEST(conv_matches_reference) { check_geo(&geos[_i]); }
