@@ -29,7 +29,11 @@ typedef struct {
 
 /* Of k taps at base + t * dl (dl >= 1), those with a coordinate in [lo, hi): [*t0, *t1), one range. */
 static inline void taps_in(int64_t base, int64_t dl, int64_t k, int64_t lo, int64_t hi, int64_t *t0, int64_t *t1) {
-    int64_t a = base >= lo ? 0 : (lo - base + dl - 1) / dl, b = base >= hi ? 0 : (hi - 1 - base) / dl + 1;
+    int64_t a, b;
+    if (dl == 1) /* the common case, without divisions */
+        a = base >= lo ? 0 : lo - base, b = base >= hi ? 0 : hi - base;
+    else
+        a = base >= lo ? 0 : (lo - base + dl - 1) / dl, b = base >= hi ? 0 : (hi - 1 - base) / dl + 1;
     a = a < k ? a : k;
     *t0 = a, *t1 = b < a ? a : b < k ? b : k;
 }
