@@ -15,6 +15,14 @@
  * AVX2, so a product is summed in the same order on every run and on every AVX2-or-better CPU.
  * A CPU without AVX2 gets OpenBLAS (its bits then differ from an AVX2 machine's; the same run to
  * run).
+ *
+ * Threads: oneDNN's sgemm is not cut-invariant (a product cut at row 48, 96, ... differs from the
+ * uncut one in some elements for several ResNet shapes, unlike OpenBLAS's: cpu_dense.c), so its
+ * own threads or row cuts chosen by the thread count would change the bits. ckrt_conv_sgemm_2
+ * always cuts a product into the same two pieces, chosen from its shape alone (rows of C, or its
+ * columns when it has fewer than 96 rows, at a multiple of 16 near the middle; small products not
+ * at all), and runs them as two blocks of the pool: one thread runs both, two run one each, and the
+ * bits are the same.
  */
 #ifndef CKRT_DNNL_H
 #define CKRT_DNNL_H
@@ -29,5 +37,9 @@ bool ckrt_dnnl_setup(void);
  * with CblasRowMajor; through oneDNN when ckrt_dnnl_setup says so, else OpenBLAS. */
 void ckrt_conv_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* The same product cut in two fixed pieces (by shape only) run over the thread pool. */
+void ckrt_conv_sgemm_2(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 #endif

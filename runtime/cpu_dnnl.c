@@ -1,6 +1,8 @@
 /* cpu_dnnl.c — the convolution GEMMs of the CPU backend (cpu_dense.c, cpu_train_conv.c): oneDNN's
- * sgemm, pinned to one thread and AVX2, where the build has oneDNN; see ckrt_dnnl.h for why. */
+ * sgemm, pinned to one thread and AVX2, where the build has oneDNN; see ckrt_dnnl.h for why, and
+ * for how a product is cut in two fixed pieces for the thread pool (ckrt_conv_sgemm_2). */
 #include "ckrt_dnnl.h"
+#include "ckrt_pool.h"
 
 #include <cblas.h>
 
@@ -32,6 +34,9 @@ void ckrt_conv_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
         return;
     }
 #ifdef CKRT_HAVE_DNNL
+    /* OpenMP's thread count is per thread: a pool thread must pin its own before oneDNN runs on it */
+    static _Thread_local bool pinned;
+    if (!pinned) omp_set_num_threads(1), pinned = true;
     if (ckrt_dnnl_setup() && dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C,
                                         ldc) == dnnl_success)
         return;
@@ -39,4 +44,44 @@ void ckrt_conv_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
 #endif
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N,
                 (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+/* ---------------------------------------------------------------- two fixed pieces */
+
+typedef struct {
+    bool ta, tb, by_cols;
+    int64_t M, N, K, lda, ldb, ldc, cut;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} piece_job;
+
+/* Piece 0: rows (columns) [0, cut) of C; piece 1: the rest. */
+static void pieces(void *arg, int64_t p0, int64_t p1) {
+    const piece_job *j = arg;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t a = p ? j->cut : 0, n = p ? (j->by_cols ? j->N : j->M) - j->cut : j->cut;
+        if (j->by_cols)
+            ckrt_conv_sgemm(j->ta, j->tb, j->M, n, j->K, j->alpha, j->A, j->lda, j->tb ? j->B + a * j->ldb : j->B + a, j->ldb,
+                            j->beta, j->C + a, j->ldc);
+        else
+            ckrt_conv_sgemm(j->ta, j->tb, n, j->N, j->K, j->alpha, j->ta ? j->A + a : j->A + a * j->lda, j->lda, j->B, j->ldb,
+                            j->beta, j->C + a * j->ldc, j->ldc);
+    }
+}
+
+#define CK_PIECE_MIN 96            /* a dimension shorter than this is not cut */
+#define CK_PIECE_MIN_MNK (1 << 18) /* nor a product smaller than this */
+
+void ckrt_conv_sgemm_2(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    piece_job j = {trans_a, trans_b, false, M, N, K, lda, ldb, ldc, 0, alpha, beta, A, B, C};
+    if (M * N * K < CK_PIECE_MIN_MNK || (M < CK_PIECE_MIN && N < CK_PIECE_MIN)) {
+        ckrt_conv_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    j.by_cols = M < CK_PIECE_MIN;
+    int64_t len = j.by_cols ? N : M;
+    j.cut = (len / 2 + 15) / 16 * 16; /* a multiple of 16 near the middle: depends on the shape only */
+    ckrt_parallel_for(2, 1, pieces, &j);
 }

@@ -4,7 +4,9 @@
  * has it, ckrt_dnnl.h), one image and group at a time, with the column matrix
  * col: (Cg * prod(k), prod(out_sp)) in the planned workspace (ck_ws_conv_grad):
  *   input:  col = w_g^T dy_g, then dx_g = col2im(col) (cpu_conv.h: the bits of ck_k_col2im, each
- *           dx element the sum of the column entries that read it, in a fixed order);
+ *           dx element the sum of the column entries that read it, in a fixed order); with fewer
+ *           than 16 output positions, col^T = dy_g^T w_g instead (the GEMM runs ~2x faster with
+ *           its long side R as rows), read by col2im through strides;
  *   weight: col = im2col(x_g) (cpu_conv.h), then dw_g += dy_g col^T, image after image (the first image
  *           writes, the others accumulate), so dw is summed in image order.
  * A 1x1 convolution with no begin padding and an output as large as its input needs no column
@@ -20,8 +22,12 @@
 #include "ckrt_kernels_train.h"
 #include "ckrt_dnnl.h"
 #include "cpu_conv.h"
+#include "cpu_pool.h"
 
 #include <string.h>
+
+#define CK_DGRAD_T_MAX_POSITIONS 16
+#define CK_DGRAD_T_MIN_MNK (1 << 18)
 
 /* No column matrix needed: 1x1 kernel, no begin padding, output as large as the input. */
 static int direct_conv(int nsp, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k, const int64_t *pads_begin) {
@@ -52,13 +58,22 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
     int direct;
     ck_conv_geom geom;
     CKRT_TRY(grad_geometry(c, ws, nsp, in_sp, out_sp, k, strides, pads_begin, dilations, &geom, &direct));
+    /* few output positions (ResNet's last stage: 2x2): the product as col^T, whose long side R is
+     * the GEMM's vectorized one (2x the speed there); col2im reads it through its strides */
+    bool transposed = !direct && out_n < CK_DGRAD_T_MAX_POSITIONS && R * out_n * Mg >= CK_DGRAD_T_MIN_MNK;
+    if (transposed) geom.col_rs = 1, geom.col_cs = R;
     for (int64_t n = 0; n < N; n++) {
         for (int64_t g = 0; g < group; g++) {
             float *dxg = dx + (n * C + g * Cg) * in_n;
             const float *dyg = dy + (n * M + g * Mg) * out_n, *wg = w + g * Mg * R;
+            if (transposed) { /* col^T (out_n, R) = dy_g^T (out_n, Mg) @ w_g (Mg, R) */
+                ckrt_conv_sgemm_2(true, false, out_n, R, Mg, 1.0f, dyg, out_n, wg, R, 0.0f, ws, R);
+                ck_cpu_col2im(dxg, ws, Cg, &geom);
+                continue;
+            }
             /* col (R, out_n) = w_g^T (R, Mg) @ dy_g (Mg, out_n); direct: col is dx_g itself */
             float *col = direct ? dxg : ws;
-            ckrt_conv_sgemm(true, false, R, out_n, Mg, 1.0f, wg, R, dyg, out_n, 0.0f, col, out_n);
+            ckrt_conv_sgemm_2(true, false, R, out_n, Mg, 1.0f, wg, R, dyg, out_n, 0.0f, col, out_n);
             if (!direct) ck_cpu_col2im(dxg, col, Cg, &geom);
         }
     }
@@ -86,7 +101,7 @@ int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *
                 col = ws;
             }
             /* dw_g (Mg, R) (+)= dy_g (Mg, out_n) @ col^T (out_n, R) */
-            ckrt_conv_sgemm(false, true, Mg, R, out_n, 1.0f, dyg, out_n, col, out_n, n == 0 ? 0.0f : 1.0f, dw + g * Mg * R, R);
+            ckrt_conv_sgemm_2(false, true, Mg, R, out_n, 1.0f, dyg, out_n, col, out_n, n == 0 ? 0.0f : 1.0f, dw + g * Mg * R, R);
         }
     }
     return CKRT_OK;
@@ -96,6 +111,11 @@ int ckrt_pool_grad(ckrt_ctx *c, int kind, float *dx, const float *dy, const floa
                    const int64_t *in_sp, const int64_t *out_sp, const int64_t *k, const int64_t *strides,
                    const int64_t *pads_begin, const int64_t *pads_end, const int64_t *dilations, int count_include_pad) {
     if (kind != CKRT_POOL_MAX && kind != CKRT_POOL_AVG) return ckrt_fail(c, CKRT_ERR_INTERNAL, "pool gradient kind %d", kind);
+    if (nsp == 2) { /* cpu_pool.c: the same bits, faster */
+        ck_cpu_pool_grad_2d(kind, dx, dy, x, N * C, in_sp, out_sp, k, strides, pads_begin, pads_end, dilations,
+                            count_include_pad);
+        return CKRT_OK;
+    }
     /* the scatter form: windows in ascending order onto zeros, the bits of ck_k_pool_grad (which
      * recomputes each window's argmax once per element it covers: taps times the work) */
     int64_t n = N * C * ckrt_numel(nsp, out_sp);

@@ -3,11 +3,16 @@
  * definition, on geometries the samples do not cover (groups, dilations, strides, asymmetric
  * pads, 1-D and 3-D, depthwise, bias or none), whichever GEMM runs them (oneDNN's or OpenBLAS's).
  * Also: no kernel writes past the planned column matrix (guard bytes after it), two runs give
- * the same bits, and a build with oneDNN does use it on an AVX2 CPU.
+ * the same bits, and a build with oneDNN does use it on an AVX2 CPU. The CPU's column matrix
+ * (cpu_conv.h's im2col and col2im) and its 2-D pooling (cpu_pool.c) are checked bit for bit
+ * against the per-element bodies a GPU runs (ck_k_im2col, ck_k_col2im, ck_k_pool, ck_k_pool_grad).
  */
 #define CKRT_NO_DISPATCH /* the CPU entry points themselves, no backend table */
 #include "ckrt.h"
 #include "ckrt_dnnl.h"
+#include "ckrt_kernels_train.h"
+#include "ckrt_pool.h"
+#include "cpu_conv.h"
 
 #include <check.h>
 #include <math.h>
@@ -77,13 +82,15 @@ static int64_t planned_ws(const geo *g, const int64_t *out) {
 
 enum { FWD = 1, BWD_DATA = 2 };
 #define GUARD 4096
-/* Runs kind (1 forward, 2 input gradient, 0 weight gradient) twice into out (n floats) with a guarded workspace. */
+/* Runs kind (1 forward, 2 input gradient, 0 weight gradient) into out (n floats) with a guarded
+ * workspace on 1 thread, then again on 3 (the same bits: ckrt_dnnl.h's fixed pieces). */
 static void run_kind(const geo *g, const int64_t *out_sp, int kind, float *res, int64_t n, const float *x, const float *w,
                      const float *b, const float *dy) {
     int64_t ws_bytes = planned_ws(g, out_sp);
     unsigned char *ws = malloc((size_t)ws_bytes + GUARD);
     float *again = malloc(sizeof(float) * (size_t)n);
     for (int rep = 0; rep < 2; rep++) {
+        ckrt_threads_set(rep ? 3 : 1);
         memset(ws, 0xA5, (size_t)ws_bytes + GUARD);
         ckrt_ctx c;
         memset(&c, 0, sizeof c);
@@ -97,7 +104,8 @@ static void run_kind(const geo *g, const int64_t *out_sp, int kind, float *res, 
         ck_assert_msg(rc == CKRT_OK, "kind %d: %s", kind, c.msg);
         for (int i = 0; i < GUARD; i++) ck_assert_msg(ws[ws_bytes + i] == 0xA5, "kind %d wrote past its workspace", kind);
     }
-    ck_assert_msg(memcmp(res, again, sizeof(float) * (size_t)n) == 0, "kind %d: two runs differ", kind);
+    ckrt_threads_set(1);
+    ck_assert_msg(memcmp(res, again, sizeof(float) * (size_t)n) == 0, "kind %d: 1 and 3 threads differ", kind);
     free(ws);
     free(again);
 }
@@ -143,9 +151,91 @@ static const geo geos[] = {
     {1, 2, 5, 7, 1, {11}, {3}, {2}, {1}, {2}, {2}, 1},                       /* 1-D */
     {3, 1, 2, 4, 2, {4, 5, 3}, {2, 3, 1}, {1, 2, 1}, {1, 0, 0}, {0, 1, 0}, {1, 1, 1}, 1}, /* 3-D, groups */
     {2, 2, 6, 6, 6, {6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},      /* depthwise */
+    {2, 2, 16, 128, 1, {8, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 0},   /* GEMMs cut in two by rows */
+    {2, 2, 8, 32, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},   /* ... by columns */
+    {2, 2, 64, 128, 1, {4, 4}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 0},   /* 2x2 output: input gradient as col^T */
 };
 
 START_TEST(conv_matches_reference) { check_geo(&geos[_i]); }
+END_TEST
+
+/* cpu_conv.h's im2col and col2im against the device bodies, bit for bit, one image group. */
+START_TEST(columns_match_bodies) {
+    const geo *g = &geos[_i];
+    int64_t out[3], Cg = g->C / g->group;
+    for (int d = 0; d < g->nsp; d++) out[d] = out_of(g, d);
+    int64_t in_n = prod(g->nsp, g->in), rows = Cg * prod(g->nsp, g->k), on = prod(g->nsp, out);
+    float *img = malloc(sizeof(float) * (size_t)(Cg * in_n)), *col = malloc(sizeof(float) * (size_t)(rows * on));
+    float *img2 = malloc(sizeof(float) * (size_t)(Cg * in_n));
+    fill(img, Cg * in_n, 7u + (unsigned)_i);
+    ck_conv_geom geom;
+    ck_conv_geom_init(&geom, g->nsp, g->in, out, g->k, g->st, g->pb, g->dl);
+    ck_cpu_im2col(col, img, Cg, &geom);
+    for (int64_t i = 0; i < rows * on; i++) {
+        float want = ck_k_im2col(i, img, g->nsp, g->in, out, g->k, g->st, g->pb, g->dl);
+        ck_assert_msg(memcmp(&want, &col[i], sizeof want) == 0, "im2col element %lld: %a vs %a", (long long)i, col[i], want);
+    }
+    fill(col, rows * on, 11u + (unsigned)_i);
+    for (int64_t i = 0; i < rows * on; i++) col[i] *= 1.0f + 0.001f * (float)(i % 97); /* full mantissas: order shows */
+    ck_cpu_col2im(img2, col, Cg, &geom);
+    for (int64_t i = 0; i < Cg * in_n; i++) {
+        float want = ck_k_col2im(i, col, g->nsp, g->in, out, g->k, g->st, g->pb, g->dl);
+        ck_assert_msg(memcmp(&want, &img2[i], sizeof want) == 0, "col2im element %lld: %a vs %a", (long long)i, img2[i], want);
+    }
+    free(img), free(col), free(img2);
+}
+END_TEST
+
+/* 2-D pooling (cpu_pool.c) against ck_k_pool / ck_k_pool_grad, bit for bit, indices included, at 1
+ * and 3 threads: ties, a NaN, windows half or wholly in the padding, dilation, count_include_pad. */
+typedef struct {
+    int64_t in[2], k[2], st[2], pb[2], pe[2], dl[2];
+} pool_geo;
+static const pool_geo pool_geos[] = {
+    {{9, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},  /* ResNet's 3x3/s2 */
+    {{7, 6}, {2, 3}, {2, 1}, {0, 1}, {1, 2}, {1, 2}},  /* asymmetric pads, dilation */
+    {{5, 5}, {2, 2}, {3, 3}, {0, 0}, {2, 2}, {1, 1}},  /* ceil mode: last windows partly outside */
+    {{4, 4}, {1, 1}, {2, 2}, {0, 0}, {0, 0}, {1, 1}},  /* 1x1 strided */
+    {{3, 4}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},  /* every edge window padded */
+};
+
+static void pool_case(const pool_geo *g, int kind, int cip) {
+    int64_t N = 2, C = 3, out[2];
+    for (int d = 0; d < 2; d++) out[d] = (g->in[d] + g->pb[d] + g->pe[d] - ((g->k[d] - 1) * g->dl[d] + 1)) / g->st[d] + 1;
+    int64_t nx = N * C * g->in[0] * g->in[1], ny = N * C * out[0] * out[1];
+    float *x = malloc(sizeof(float) * (size_t)nx), *y = malloc(sizeof(float) * (size_t)ny);
+    float *dy = malloc(sizeof(float) * (size_t)ny), *dx = malloc(sizeof(float) * (size_t)nx);
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)ny);
+    fill(x, nx, 3u), fill(dy, ny, 5u);
+    for (int64_t i = 0; i < nx; i += 5) x[i] = 0.25f; /* ties */
+    x[nx / 2] = NAN;
+    ckrt_ctx c;
+    memset(&c, 0, sizeof c);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        ckrt_threads_set(threads);
+        ck_assert_int_eq(ckrt_pool(&c, kind, y, idx, x, 2, N, C, g->in, out, g->k, g->st, g->pb, g->pe, g->dl, cip), CKRT_OK);
+        ck_assert_int_eq(ckrt_pool_grad(&c, kind, dx, dy, x, 2, N, C, g->in, out, g->k, g->st, g->pb, g->pe, g->dl, cip), CKRT_OK);
+        for (int64_t i = 0; i < ny; i++) {
+            int64_t at = -1;
+            float want = ck_k_pool(i, kind, x, 2, g->in, out, g->k, g->st, g->pb, g->pe, g->dl, cip, &at);
+            ck_assert_msg(memcmp(&want, &y[i], sizeof want) == 0, "pool %d y[%lld]: %a vs %a", kind, (long long)i, y[i], want);
+            ck_assert_int_eq(idx[i], at);
+        }
+        for (int64_t i = 0; i < nx; i++) {
+            float want = ck_k_pool_grad(i, kind, dy, x, 2, g->in, out, g->k, g->st, g->pb, g->pe, g->dl, cip);
+            ck_assert_msg(memcmp(&want, &dx[i], sizeof want) == 0, "pool %d dx[%lld]: %a vs %a", kind, (long long)i, dx[i], want);
+        }
+    }
+    ckrt_threads_set(1);
+    free(x), free(y), free(dy), free(dx), free(idx);
+}
+
+START_TEST(pool_matches_bodies) {
+    const pool_geo *g = &pool_geos[_i];
+    pool_case(g, CKRT_POOL_MAX, 0);
+    pool_case(g, CKRT_POOL_AVG, 0);
+    pool_case(g, CKRT_POOL_AVG, 1);
+}
 END_TEST
 
 /* A build with oneDNN runs the convolutions' GEMMs through it on an AVX2 CPU (a build whose
@@ -166,6 +256,8 @@ int main(void) {
     TCase *tc = tcase_create("conv");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, conv_matches_reference, 0, (int)(sizeof geos / sizeof geos[0]));
+    tcase_add_loop_test(tc, columns_match_bodies, 0, (int)(sizeof geos / sizeof geos[0]));
+    tcase_add_loop_test(tc, pool_matches_bodies, 0, (int)(sizeof pool_geos / sizeof pool_geos[0]));
     tcase_add_test(tc, dnnl_in_use);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
