@@ -28,7 +28,7 @@
 enum { CK_F_TILE = 256 };
 
 /* y[j] = a[j] OP b[j], j < m: the F32 expression of the op's CKRT_BINARY_OPS row */
-static void binary_tile(int op, float *y, const float *pa, const float *pb, int64_t m) {
+CK_VEC static void binary_tile(int op, float *y, const float *pa, const float *pb, int64_t m) {
     switch (op) {
 #define CK_F_BIN_(CODE, IR, F32, F64, I64)                                                                            \
     case CKRT_##CODE:                                                                                                 \
@@ -44,7 +44,7 @@ static void binary_tile(int op, float *y, const float *pa, const float *pb, int6
 }
 
 /* y[j] = op(x[j]), j < m: ck_k_unary_f32 with the code a constant (cpu_elementwise.c's loop) */
-static void unary_tile(int op, float *y, const float *x, int64_t m, float alpha, float beta) {
+CK_VEC static void unary_tile(int op, float *y, const float *x, int64_t m, float alpha, float beta) {
     switch (op) {
 #define CK_F_UN_(CODE, ...)                                                                                           \
     case CKRT_##CODE:                                                                                                 \
@@ -109,7 +109,7 @@ typedef struct {
     const ck_fptrs *q;
 } fused_job;
 
-static void fused_elems(void *arg, int64_t i0, int64_t i1) {
+CK_VEC static void fused_elems(void *arg, int64_t i0, int64_t i1) {
     const fused_job *j = arg;
     for (int64_t t = i0; t < i1; t += CK_F_TILE) fused_tile(j->p, j->q, t, i1 - t < CK_F_TILE ? i1 - t : CK_F_TILE);
 }

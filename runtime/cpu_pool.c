@@ -75,7 +75,7 @@ static inline int64_t divisor(const pool2d_job *j, axis_win h, axis_win w) {
     return j->count_include_pad ? h.pad * w.pad : (h.t1 - h.t0) * (w.t1 - w.t0);
 }
 
-static void pool_planes(void *arg, int64_t p0, int64_t p1) {
+CK_VEC static void pool_planes(void *arg, int64_t p0, int64_t p1) {
     const pool2d_job *j = arg;
     int64_t W = j->in_sp[1], in_n = j->in_sp[0] * W, OH = j->out_sp[0], OW = j->out_sp[1], dh = j->dl[0], dw = j->dl[1];
     float *y = j->y;
@@ -103,7 +103,7 @@ static void pool_planes(void *arg, int64_t p0, int64_t p1) {
     }
 }
 
-static void pool_grad_planes(void *arg, int64_t p0, int64_t p1) {
+CK_VEC static void pool_grad_planes(void *arg, int64_t p0, int64_t p1) {
     const pool2d_job *j = arg;
     int64_t W = j->in_sp[1], in_n = j->in_sp[0] * W, OH = j->out_sp[0], OW = j->out_sp[1], dh = j->dl[0], dw = j->dl[1];
     for (int64_t p = p0; p < p1; p++) {
