@@ -116,7 +116,7 @@ static void plan_blocks(const search *s, ck_options *o, ck_graph **g);
  * combines better (tests/test_budget.c's CNN: sqrt's 2 segments miss its optimum by 18x).
  * --block-regex keeps the names. The tries' messages are dropped. */
 static void budget_segments(const search *s, ck_options *o) {
-    if (o->block_regex && *o->block_regex) return;
+    if ((o->block_regex && *o->block_regex) || ck_checkpoint_units(s->trained) == 0) return;
     ck_options t = *o;
     t.checkpoint = CK_CKPT_BLOCKS, t.selective = false, t.blocks_by_structure = false, t.blocks_grouped = false;
     search quiet = *s;
@@ -124,8 +124,7 @@ static void budget_segments(const search *s, ck_options *o) {
     ck_graph *g = NULL;
     if (plan_quietly(&quiet, &t, &g)) {
         plan_blocks(&quiet, &t, &g);
-        if (ck_checkpoint_units(s->trained) > 0)
-            o->blocks_by_structure = t.blocks_by_structure, o->blocks_grouped = t.blocks_grouped;
+        o->blocks_by_structure = t.blocks_by_structure, o->blocks_grouped = t.blocks_grouped;
     }
     ck_graph_free(g);
 }
