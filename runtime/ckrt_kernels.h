@@ -230,44 +230,84 @@ CK_DEV void ck_k_cast(int to, int from, void *y, const void *x, int64_t i) {
     }
 }
 
+/* ---------------------------------------------------------------- sums in a fixed order over 8 lanes */
+
+/* The row kernels below sum a row of n terms in one fixed order that vectorizes: term j goes to
+ * lane j % 8 while j < n - n % 8 (each lane in index order), the lanes are combined pairwise
+ * ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), then the last n % 8 terms are added in
+ * index order. The order depends on n alone, never on threads or the backend. */
+#define CK_LANES 8
+#define CK_LANES_COMBINE(a) ((((a)[0] + (a)[1]) + ((a)[2] + (a)[3])) + (((a)[4] + (a)[5]) + ((a)[6] + (a)[7])))
+
 /* ---------------------------------------------------------------- softmax (one row per call) */
 
 /* Row r of x, y: (outer, len, inner), r in [0, outer * inner): the len elements at
  * (r / inner) * len * inner + r % inner, stride inner. Max-subtracted; the sum of exponentials
- * runs in float in index order. log: y = x - max - log(sum exp(x - max)). */
+ * in float in the 8-lane order above. log: y = x - max - log(sum exp(x - max)); else
+ * y = exp(x - max) * (1 / sum). y may be x. */
 CK_DEV void ck_k_softmax_row(int64_t r, int log_, float *y, const float *x, int64_t len, int64_t inner) {
-    int64_t base = (r / inner) * len * inner + r % inner;
+    int64_t base = (r / inner) * len * inner + r % inner, n8 = len - len % CK_LANES;
     if (len <= 0) return;
-    float m = x[base];
-    for (int64_t j = 1; j < len; j++) {
-        float v = x[base + j * inner];
-        if (v > m) m = v;
+    const float *xr = x + base;
+    float *yr = y + base;
+    float m = xr[0];
+    if (n8 > 0) { /* the max is exact in any order (a NaN makes every output NaN either way) */
+        float mx[CK_LANES];
+        for (int l = 0; l < CK_LANES; l++) mx[l] = xr[l * inner];
+        for (int64_t j = CK_LANES; j < n8; j += CK_LANES)
+            for (int l = 0; l < CK_LANES; l++) {
+                float v = xr[(j + l) * inner];
+                mx[l] = v > mx[l] ? v : mx[l];
+            }
+        for (int l = 0; l < CK_LANES; l++) m = mx[l] > m ? mx[l] : m;
     }
-    float s = 0.0f;
-    for (int64_t j = 0; j < len; j++) s += ck_expf(x[base + j * inner] - m);
+    for (int64_t j = n8; j < len; j++) m = xr[j * inner] > m ? xr[j * inner] : m;
+    float acc[CK_LANES] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t j = 0; j < n8; j += CK_LANES)
+        for (int l = 0; l < CK_LANES; l++) {
+            float e = ck_expf(xr[(j + l) * inner] - m);
+            if (!log_) yr[(j + l) * inner] = e;
+            acc[l] += e;
+        }
+    float s = CK_LANES_COMBINE(acc);
+    for (int64_t j = n8; j < len; j++) {
+        float e = ck_expf(xr[j * inner] - m);
+        if (!log_) yr[j * inner] = e;
+        s += e;
+    }
     if (log_) {
         float ls = logf(s);
-        for (int64_t j = 0; j < len; j++) y[base + j * inner] = (x[base + j * inner] - m) - ls;
+        for (int64_t j = 0; j < len; j++) yr[j * inner] = (xr[j * inner] - m) - ls;
     } else {
         float inv = 1.0f / s;
-        for (int64_t j = 0; j < len; j++) y[base + j * inner] = ck_expf(x[base + j * inner] - m) * inv;
+        for (int64_t j = 0; j < len; j++) yr[j * inner] *= inv;
     }
 }
 
 /* ---------------------------------------------------------------- layer norm (one row per call) */
 
 /* Row r of x, y: (rows, cols); scale, bias: (cols), bias may be NULL; mean, inv_std: (rows) or
- * NULL. Two passes in double, in index order: mean, then the mean squared deviation (biased);
- * inv_std = 1 / sqrt(var + eps); y = (x - mean) * inv_std * scale + bias. */
+ * NULL. Two passes in double, each summed in the 8-lane order above: mean, then the mean squared
+ * deviation (biased); inv_std = 1 / sqrt(var + eps); y = (x - mean) * inv_std * scale + bias. */
 CK_DEV void ck_k_layer_norm_row(int64_t r, float *y, float *mean, float *inv_std, const float *x, const float *scale,
                                 const float *bias, int64_t cols, float eps) {
     const float *xr = x + r * cols;
     float *yr = y + r * cols;
-    double s = 0.0;
-    for (int64_t j = 0; j < cols; j++) s += xr[j];
+    int64_t n8 = cols - cols % CK_LANES;
+    double a[CK_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int64_t j = 0; j < n8; j += CK_LANES)
+        for (int l = 0; l < CK_LANES; l++) a[l] += (double)xr[j + l];
+    double s = CK_LANES_COMBINE(a);
+    for (int64_t j = n8; j < cols; j++) s += xr[j];
     double mu = cols > 0 ? s / (double)cols : 0.0;
-    double q = 0.0;
-    for (int64_t j = 0; j < cols; j++) {
+    double b[CK_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int64_t j = 0; j < n8; j += CK_LANES)
+        for (int l = 0; l < CK_LANES; l++) {
+            double d = xr[j + l] - mu;
+            b[l] += d * d;
+        }
+    double q = CK_LANES_COMBINE(b);
+    for (int64_t j = n8; j < cols; j++) {
         double d = xr[j] - mu;
         q += d * d;
     }

@@ -7,28 +7,45 @@
 
 #include "ckrt_kernels.h"
 
-/* Row r of cross entropy: -log_softmax(logits[r])[label] in double. logits: (rows, classes). */
-CK_DEV double ck_k_xent_row(int64_t r, const float *logits, int64_t label, int64_t classes) {
-    const float *x = logits + r * classes;
+/* The max of row x[0, classes) and the sum of exp(x - max) (exp in float, ck_expf; the sum in double
+ * in ckrt_kernels.h's 8-lane order); e, when not NULL, gets each exp(x - max) (it may be x). */
+CK_DEV double ck_k_xent_sumexp(const float *x, float *e, int64_t classes, float *max) {
+    int64_t n8 = classes - classes % CK_LANES;
     float m = x[0];
     for (int64_t j = 1; j < classes; j++) m = x[j] > m ? x[j] : m;
-    double s = 0.0;
-    for (int64_t j = 0; j < classes; j++) s += exp((double)(x[j] - m));
+    double a[CK_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int64_t j = 0; j < n8; j += CK_LANES)
+        for (int l = 0; l < CK_LANES; l++) {
+            float v = ck_expf(x[j + l] - m);
+            if (e) e[j + l] = v;
+            a[l] += (double)v;
+        }
+    double s = CK_LANES_COMBINE(a);
+    for (int64_t j = n8; j < classes; j++) {
+        float v = ck_expf(x[j] - m);
+        if (e) e[j] = v;
+        s += (double)v;
+    }
+    *max = m;
+    return s;
+}
+
+/* Row r of cross entropy: -log_softmax(logits[r])[label] = log(sum exp(x - max)) - (x[label] - max),
+ * in double from ck_k_xent_sumexp. logits: (rows, classes). */
+CK_DEV double ck_k_xent_row(int64_t r, const float *logits, int64_t label, int64_t classes) {
+    const float *x = logits + r * classes;
+    float m;
+    double s = ck_k_xent_sumexp(x, (float *)0, classes, &m);
     return log(s) - (double)(x[label] - m);
 }
 
-/* Row r of d(mean cross entropy)/dlogits: g * (softmax(x) - onehot(label)) / rows. */
+/* Row r of d(mean cross entropy)/dlogits: g * (softmax(x) - onehot(label)) / rows, softmax(x) =
+ * exp(x - max) / sum in double from ck_k_xent_sumexp. dx may be logits. */
 CK_DEV void ck_k_xent_grad_row(int64_t r, float *dx, const float *logits, int64_t label, int64_t classes, float g_over_rows) {
     const float *x = logits + r * classes;
-    float *d = dx + r * classes;
-    float m = x[0];
-    for (int64_t j = 1; j < classes; j++) m = x[j] > m ? x[j] : m;
-    double s = 0.0;
-    for (int64_t j = 0; j < classes; j++) s += exp((double)(x[j] - m));
-    for (int64_t j = 0; j < classes; j++) {
-        double p = exp((double)(x[j] - m)) / s;
-        d[j] = (float)((p - (j == label ? 1.0 : 0.0)) * (double)g_over_rows);
-    }
+    float *d = dx + r * classes, m;
+    double s = ck_k_xent_sumexp(x, d, classes, &m);
+    for (int64_t j = 0; j < classes; j++) d[j] = (float)(((double)d[j] / s - (j == label ? 1.0 : 0.0)) * (double)g_over_rows);
 }
 
 /* Derivative helpers the CKRT_UNARY_OPS rows (ckrt_kernels_ops.h) call: dy times f'(x). */
@@ -75,18 +92,27 @@ CK_DEV float ck_k_unary_grad(int op, float dy, float x, float alpha, float beta,
 #undef CK_K_CASE_DERIV_
 
 /* Softmax backward along len for one (outer, inner) line, index l = o * inner + i:
- * softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy). */
+ * softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy) (exp(y) in float,
+ * ck_expf); the sum in double in ckrt_kernels.h's 8-lane order. */
 CK_DEV void ck_k_softmax_grad_line(int64_t l, int log_sm, float *dx, const float *dy, const float *y, int64_t len, int64_t inner) {
-    int64_t o = l / inner, i = l % inner, base = o * len * inner + i;
-    double s = 0.0;
-    for (int64_t j = 0; j < len; j++) {
-        int64_t at = base + j * inner;
-        s += log_sm ? (double)dy[at] : (double)dy[at] * (double)y[at];
+    int64_t o = l / inner, i = l % inner, base = o * len * inner + i, n8 = len - len % CK_LANES;
+    const float *dyl = dy + base, *yl = y + base;
+    float *dxl = dx + base;
+    double a[CK_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int64_t j = 0; j < n8; j += CK_LANES)
+        for (int k = 0; k < CK_LANES; k++) {
+            int64_t at = (j + k) * inner;
+            a[k] += log_sm ? (double)dyl[at] : (double)dyl[at] * (double)yl[at];
+        }
+    double s = CK_LANES_COMBINE(a);
+    for (int64_t j = n8; j < len; j++) {
+        int64_t at = j * inner;
+        s += log_sm ? (double)dyl[at] : (double)dyl[at] * (double)yl[at];
     }
-    for (int64_t j = 0; j < len; j++) {
-        int64_t at = base + j * inner;
-        dx[at] = log_sm ? (float)((double)dy[at] - exp((double)y[at]) * s) : (float)((double)y[at] * ((double)dy[at] - s));
-    }
+    if (log_sm)
+        for (int64_t j = 0; j < len; j++) dxl[j * inner] = (float)((double)dyl[j * inner] - (double)ck_expf(yl[j * inner]) * s);
+    else
+        for (int64_t j = 0; j < len; j++) dxl[j * inner] = (float)((double)yl[j * inner] * ((double)dyl[j * inner] - s));
 }
 
 /* The gradient an update reads, element i: g, or with an accumulator (the trainer's --grad-accum
@@ -126,14 +152,21 @@ CK_DEV void ck_k_adamw(int64_t i, float *p, const float *g, float *m, float *v, 
 
 /* LayerNormalization backward, row r of dy, x, dx: (rows, cols); scale: (cols); mean, inv_std:
  * (rows), the forward's float statistics. In double, with xhat = (x - mean) inv_std and
- * g = dy scale: dx = inv_std (g - mean_cols(g) - xhat mean_cols(g xhat)), both sums in column
- * order. */
+ * g = dy scale: dx = inv_std (g - mean_cols(g) - xhat mean_cols(g xhat)), both sums in
+ * ckrt_kernels.h's 8-lane order. */
 CK_DEV void ck_k_layer_norm_grad_row(int64_t r, float *dx, const float *dy, const float *x, const float *scale,
                                      const float *mean, const float *inv_std, int64_t cols) {
     const float *dyr = dy + r * cols, *xr = x + r * cols;
     float *dxr = dx + r * cols;
-    double mu = mean[r], is = inv_std[r], s1 = 0.0, s2 = 0.0;
-    for (int64_t j = 0; j < cols; j++) {
+    double mu = mean[r], is = inv_std[r];
+    int64_t n8 = cols - cols % CK_LANES;
+    double a1[CK_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, a2[CK_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int64_t j = 0; j < n8; j += CK_LANES)
+        for (int l = 0; l < CK_LANES; l++) a1[l] += (double)dyr[j + l] * (double)scale[j + l];
+    for (int64_t j = 0; j < n8; j += CK_LANES)
+        for (int l = 0; l < CK_LANES; l++) a2[l] += ((double)dyr[j + l] * (double)scale[j + l]) * (((double)xr[j + l] - mu) * is);
+    double s1 = CK_LANES_COMBINE(a1), s2 = CK_LANES_COMBINE(a2);
+    for (int64_t j = n8; j < cols; j++) {
         double g = (double)dyr[j] * (double)scale[j];
         s1 += g;
         s2 += g * (((double)xr[j] - mu) * is);

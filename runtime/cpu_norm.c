@@ -28,7 +28,10 @@ typedef struct {
 
 CK_VEC static void softmax_rows(void *arg, int64_t r0, int64_t r1) {
     const row_job *j = arg;
-    for (int64_t r = r0; r < r1; r++) ck_k_softmax_row(r, j->log, j->y, j->x, j->len, j->inner);
+    if (j->inner == 1) /* the last axis: the same body with contiguous rows, which vectorizes */
+        for (int64_t r = r0; r < r1; r++) ck_k_softmax_row(r, j->log, j->y, j->x, j->len, 1);
+    else
+        for (int64_t r = r0; r < r1; r++) ck_k_softmax_row(r, j->log, j->y, j->x, j->len, j->inner);
 }
 CK_VEC static void layer_norm_rows(void *arg, int64_t r0, int64_t r1) {
     const row_job *j = arg;

@@ -17,26 +17,55 @@ static int label_at(ckrt_ctx *c, const void *labels, ckrt_dtype dt, int64_t r, i
     return CKRT_OK;
 }
 
-int ckrt_cross_entropy(ckrt_ctx *c, float *loss, const float *logits, const void *labels, ckrt_dtype label_dt, int64_t rows,
-                       int64_t classes) {
-    double s = 0.0;
+typedef struct {
+    float *dx;
+    const float *logits;
+    const void *labels;
+    int label_i64;
+    int64_t rows, classes;
+    float g;
+    double sum;
+} xent_job;
+
+static int64_t label_of(const xent_job *j, int64_t r) {
+    return j->label_i64 ? ((const int64_t *)j->labels)[r] : ((const int32_t *)j->labels)[r];
+}
+
+/* every label in [0, classes) (before any row is computed) */
+static int check_labels(ckrt_ctx *c, const void *labels, ckrt_dtype dt, int64_t rows, int64_t classes) {
     for (int64_t r = 0; r < rows; r++) {
         int64_t l = 0;
-        CKRT_TRY(label_at(c, labels, label_dt, r, classes, &l));
-        s += ck_k_xent_row(r, logits, l, classes);
+        CKRT_TRY(label_at(c, labels, dt, r, classes, &l));
     }
-    *loss = (float)(s / (double)rows);
+    return CKRT_OK;
+}
+
+/* the loss: the rows' terms added in row order (one thread: a single sum) */
+CK_VEC static void xent_rows(void *arg, int64_t r0, int64_t r1) {
+    xent_job *j = arg;
+    for (int64_t r = r0; r < r1; r++) j->sum += ck_k_xent_row(r, j->logits, label_of(j, r), j->classes);
+}
+
+CK_VEC static void xent_grad_rows(void *arg, int64_t r0, int64_t r1) {
+    const xent_job *j = arg;
+    for (int64_t r = r0; r < r1; r++) ck_k_xent_grad_row(r, j->dx, j->logits, label_of(j, r), j->classes, j->g);
+}
+
+int ckrt_cross_entropy(ckrt_ctx *c, float *loss, const float *logits, const void *labels, ckrt_dtype label_dt, int64_t rows,
+                       int64_t classes) {
+    CKRT_TRY(check_labels(c, labels, label_dt, rows, classes));
+    xent_job j = {.logits = logits, .labels = labels, .label_i64 = label_dt == CKRT_I64, .rows = rows, .classes = classes};
+    xent_rows(&j, 0, rows);
+    *loss = (float)(j.sum / (double)rows);
     return CKRT_OK;
 }
 
 int ckrt_cross_entropy_grad(ckrt_ctx *c, float *dx, const float *dloss, const float *logits, const void *labels,
                             ckrt_dtype label_dt, int64_t rows, int64_t classes) {
-    float g = (float)((double)dloss[0] / (double)rows);
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t l = 0;
-        CKRT_TRY(label_at(c, labels, label_dt, r, classes, &l));
-        ck_k_xent_grad_row(r, dx, logits, l, classes, g);
-    }
+    CKRT_TRY(check_labels(c, labels, label_dt, rows, classes));
+    xent_job j = {.dx = dx, .logits = logits, .labels = labels, .label_i64 = label_dt == CKRT_I64, .rows = rows,
+                  .classes = classes, .g = (float)((double)dloss[0] / (double)rows)};
+    ckrt_parallel_for(rows, ck_par_rows(classes), xent_grad_rows, &j);
     return CKRT_OK;
 }
 
@@ -79,7 +108,10 @@ int ckrt_unary_grad(ckrt_ctx *c, int op, float *dx, const float *dy, const float
 
 CK_VEC static void softmax_grad_lines(void *arg, int64_t l0, int64_t l1) {
     const elem_job *j = arg;
-    for (int64_t l = l0; l < l1; l++) ck_k_softmax_grad_line(l, j->op, j->dx, j->dy, j->x, j->len, j->inner);
+    if (j->inner == 1) /* the last axis: the same body with contiguous lines, which vectorizes */
+        for (int64_t l = l0; l < l1; l++) ck_k_softmax_grad_line(l, j->op, j->dx, j->dy, j->x, j->len, 1);
+    else
+        for (int64_t l = l0; l < l1; l++) ck_k_softmax_grad_line(l, j->op, j->dx, j->dy, j->x, j->len, j->inner);
 }
 
 int ckrt_softmax_grad(ckrt_ctx *c, int log_sm, float *dx, const float *dy, const float *y, int64_t outer, int64_t len,
