@@ -201,7 +201,8 @@ int ckrt_softmax_grad(ckrt_ctx *c, int log, float *dx, const float *dy, const fl
  * cols; scale, dscale, dbias: (cols); mean, inv_std: (rows), the forward's saved statistics
  * (ckrt_layer_norm). With xhat = (x - mean) inv_std: dbias = sum over rows of dy,
  * dscale = sum over rows of dy xhat, dx = inv_std (dy scale - mean_cols(dy scale)
- * - xhat mean_cols(dy scale xhat)); sums in double, in index order. dx, dscale, dbias may each be
+ * - xhat mean_cols(dy scale xhat)); sums in double: over rows in index order, over cols in the
+ * 8-lane order of ckrt_kernels.h. dx, dscale, dbias may each be
  * NULL (not wanted). */
 int ckrt_layer_norm_grad(ckrt_ctx *c, float *dx, float *dscale, float *dbias, const float *dy, const float *x,
                          const float *scale, const float *mean, const float *inv_std, int64_t rows, int64_t cols);
