@@ -262,7 +262,7 @@ CK_DEV void ck_k_softmax_row(int64_t r, int log_, float *y, const float *x, int6
         for (int l = 0; l < CK_LANES; l++) m = mx[l] > m ? mx[l] : m;
     }
     for (int64_t j = n8; j < len; j++) m = xr[j * inner] > m ? xr[j * inner] : m;
-    float acc[CK_LANES] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    float acc[CK_LANES] = {0};
     for (int64_t j = 0; j < n8; j += CK_LANES)
         for (int l = 0; l < CK_LANES; l++) {
             float e = ck_expf(xr[(j + l) * inner] - m);
@@ -294,13 +294,13 @@ CK_DEV void ck_k_layer_norm_row(int64_t r, float *y, float *mean, float *inv_std
     const float *xr = x + r * cols;
     float *yr = y + r * cols;
     int64_t n8 = cols - cols % CK_LANES;
-    double a[CK_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double a[CK_LANES] = {0};
     for (int64_t j = 0; j < n8; j += CK_LANES)
         for (int l = 0; l < CK_LANES; l++) a[l] += (double)xr[j + l];
     double s = CK_LANES_COMBINE(a);
     for (int64_t j = n8; j < cols; j++) s += xr[j];
     double mu = cols > 0 ? s / (double)cols : 0.0;
-    double b[CK_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double b[CK_LANES] = {0};
     for (int64_t j = 0; j < n8; j += CK_LANES)
         for (int l = 0; l < CK_LANES; l++) {
             double d = xr[j + l] - mu;

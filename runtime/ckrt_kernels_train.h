@@ -13,7 +13,7 @@ CK_DEV double ck_k_xent_sumexp(const float *x, float *e, int64_t classes, float 
     int64_t n8 = classes - classes % CK_LANES;
     float m = x[0];
     for (int64_t j = 1; j < classes; j++) m = x[j] > m ? x[j] : m;
-    double a[CK_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double a[CK_LANES] = {0};
     for (int64_t j = 0; j < n8; j += CK_LANES)
         for (int l = 0; l < CK_LANES; l++) {
             float v = ck_expf(x[j + l] - m);
@@ -98,7 +98,7 @@ CK_DEV void ck_k_softmax_grad_line(int64_t l, int log_sm, float *dx, const float
     int64_t o = l / inner, i = l % inner, base = o * len * inner + i, n8 = len - len % CK_LANES;
     const float *dyl = dy + base, *yl = y + base;
     float *dxl = dx + base;
-    double a[CK_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double a[CK_LANES] = {0};
     for (int64_t j = 0; j < n8; j += CK_LANES)
         for (int k = 0; k < CK_LANES; k++) {
             int64_t at = (j + k) * inner;
@@ -160,7 +160,7 @@ CK_DEV void ck_k_layer_norm_grad_row(int64_t r, float *dx, const float *dy, cons
     float *dxr = dx + r * cols;
     double mu = mean[r], is = inv_std[r];
     int64_t n8 = cols - cols % CK_LANES;
-    double a1[CK_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, a2[CK_LANES] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double a1[CK_LANES] = {0}, a2[CK_LANES] = {0};
     for (int64_t j = 0; j < n8; j += CK_LANES)
         for (int l = 0; l < CK_LANES; l++) a1[l] += (double)dyr[j + l] * (double)scale[j + l];
     for (int64_t j = 0; j < n8; j += CK_LANES)

@@ -8,34 +8,27 @@
 
 #include <math.h>
 
-static int label_at(ckrt_ctx *c, const void *labels, ckrt_dtype dt, int64_t r, int64_t classes, int64_t *out) {
-    int64_t l = dt == CKRT_I64 ? ((const int64_t *)labels)[r] : ((const int32_t *)labels)[r];
-    if (l < 0 || l >= classes)
-        return ckrt_fail(c, CKRT_ERR_DATA, "label %lld at position %lld is out of range [0, %lld)", (long long)l, (long long)r,
-                         (long long)classes);
-    *out = l;
-    return CKRT_OK;
-}
-
 typedef struct {
     float *dx;
     const float *logits;
     const void *labels;
     int label_i64;
-    int64_t rows, classes;
+    int64_t classes;
     float g;
     double sum;
 } xent_job;
 
-static int64_t label_of(const xent_job *j, int64_t r) {
-    return j->label_i64 ? ((const int64_t *)j->labels)[r] : ((const int32_t *)j->labels)[r];
+static int64_t label_of(const void *labels, int label_i64, int64_t r) {
+    return label_i64 ? ((const int64_t *)labels)[r] : ((const int32_t *)labels)[r];
 }
 
 /* every label in [0, classes) (before any row is computed) */
-static int check_labels(ckrt_ctx *c, const void *labels, ckrt_dtype dt, int64_t rows, int64_t classes) {
+static int check_labels(ckrt_ctx *c, const xent_job *j, int64_t rows) {
     for (int64_t r = 0; r < rows; r++) {
-        int64_t l = 0;
-        CKRT_TRY(label_at(c, labels, dt, r, classes, &l));
+        int64_t l = label_of(j->labels, j->label_i64, r);
+        if (l < 0 || l >= j->classes)
+            return ckrt_fail(c, CKRT_ERR_DATA, "label %lld at position %lld is out of range [0, %lld)", (long long)l, (long long)r,
+                             (long long)j->classes);
     }
     return CKRT_OK;
 }
@@ -43,18 +36,18 @@ static int check_labels(ckrt_ctx *c, const void *labels, ckrt_dtype dt, int64_t 
 /* the loss: the rows' terms added in row order (one thread: a single sum) */
 CK_VEC static void xent_rows(void *arg, int64_t r0, int64_t r1) {
     xent_job *j = arg;
-    for (int64_t r = r0; r < r1; r++) j->sum += ck_k_xent_row(r, j->logits, label_of(j, r), j->classes);
+    for (int64_t r = r0; r < r1; r++) j->sum += ck_k_xent_row(r, j->logits, label_of(j->labels, j->label_i64, r), j->classes);
 }
 
 CK_VEC static void xent_grad_rows(void *arg, int64_t r0, int64_t r1) {
     const xent_job *j = arg;
-    for (int64_t r = r0; r < r1; r++) ck_k_xent_grad_row(r, j->dx, j->logits, label_of(j, r), j->classes, j->g);
+    for (int64_t r = r0; r < r1; r++) ck_k_xent_grad_row(r, j->dx, j->logits, label_of(j->labels, j->label_i64, r), j->classes, j->g);
 }
 
 int ckrt_cross_entropy(ckrt_ctx *c, float *loss, const float *logits, const void *labels, ckrt_dtype label_dt, int64_t rows,
                        int64_t classes) {
-    CKRT_TRY(check_labels(c, labels, label_dt, rows, classes));
-    xent_job j = {.logits = logits, .labels = labels, .label_i64 = label_dt == CKRT_I64, .rows = rows, .classes = classes};
+    xent_job j = {.logits = logits, .labels = labels, .label_i64 = label_dt == CKRT_I64, .classes = classes};
+    CKRT_TRY(check_labels(c, &j, rows));
     xent_rows(&j, 0, rows);
     *loss = (float)(j.sum / (double)rows);
     return CKRT_OK;
@@ -62,9 +55,9 @@ int ckrt_cross_entropy(ckrt_ctx *c, float *loss, const float *logits, const void
 
 int ckrt_cross_entropy_grad(ckrt_ctx *c, float *dx, const float *dloss, const float *logits, const void *labels,
                             ckrt_dtype label_dt, int64_t rows, int64_t classes) {
-    CKRT_TRY(check_labels(c, labels, label_dt, rows, classes));
-    xent_job j = {.dx = dx, .logits = logits, .labels = labels, .label_i64 = label_dt == CKRT_I64, .rows = rows,
-                  .classes = classes, .g = (float)((double)dloss[0] / (double)rows)};
+    xent_job j = {.dx = dx, .logits = logits, .labels = labels, .label_i64 = label_dt == CKRT_I64, .classes = classes,
+                  .g = (float)((double)dloss[0] / (double)rows)};
+    CKRT_TRY(check_labels(c, &j, rows));
     ckrt_parallel_for(rows, ck_par_rows(classes), xent_grad_rows, &j);
     return CKRT_OK;
 }
