@@ -11,10 +11,13 @@
  * oneDNN's sgemm inside our im2col and col2im, every backend writes exactly the planned column
  * matrix, the plan is unchanged, and the compiler does not need oneDNN at all.
  *
- * Determinism: oneDNN is pinned once per process (ckrt_dnnl_setup) to one thread and at most
- * AVX2, so a product is summed in the same order on every run and on every AVX2-or-better CPU.
- * A CPU without AVX2 gets OpenBLAS (its bits then differ from an AVX2 machine's; the same run to
- * run).
+ * Determinism: oneDNN is pinned once per process (ckrt_dnnl_setup) to one thread, so a product is
+ * summed in the same order on every run. Its kernels are the host's best ISA from AVX2 up
+ * (avx512_core on an AVX-512 CPU: 1.35x faster on ResNet-18's step than AVX2 on one measured
+ * host), and the ISA changes the order of the sums: the bits are those of the host's ISA, which
+ * --report records (conv_gemm) and the device line names. ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's own
+ * variable, read once) caps it, for the bits of any AVX2 host. A CPU without AVX2 gets OpenBLAS
+ * (its bits then differ again; the same run to run).
  *
  * Threads: oneDNN's sgemm is not cut-invariant (a product cut at row 48, 96, ... differs from the
  * uncut one in some elements for several ResNet shapes, unlike OpenBLAS's: cpu_dense.c), so its
@@ -30,8 +33,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Pins oneDNN (once per process); true when this build has oneDNN and the CPU runs it as AVX2. */
+/* Pins oneDNN (once per process); true when this build has oneDNN and the CPU runs it at AVX2 or
+ * better (after ONEDNN_MAX_CPU_ISA's cap). */
 bool ckrt_dnnl_setup(void);
+
+/* What runs the convolution GEMMs: "oneDNN <isa>" (avx2, avx512_core, ...) or "OpenBLAS". */
+const char *ckrt_conv_gemm_name(void);
 
 /* Row-major C (M, N) = alpha op(A) op(B) + beta C, op(A) (M, K), op(B) (K, N), as cblas_sgemm
  * with CblasRowMajor; through oneDNN when ckrt_dnnl_setup says so, else OpenBLAS. */

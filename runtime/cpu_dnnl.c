@@ -1,5 +1,5 @@
 /* cpu_dnnl.c — the convolution GEMMs of the CPU backend (cpu_dense.c, cpu_train_conv.c): oneDNN's
- * sgemm, pinned to one thread and AVX2, where the build has oneDNN; see ckrt_dnnl.h for why, and
+ * sgemm, pinned to one thread, at the host's best ISA from AVX2 up, where the build has oneDNN; see ckrt_dnnl.h for why, and
  * for how a product is cut in two fixed pieces for the thread pool (ckrt_conv_sgemm_2). */
 #include "ckrt_dnnl.h"
 #include "ckrt_pool.h"
@@ -14,15 +14,29 @@ void omp_set_num_threads(int n); /* libgomp: oneDNN's threading runtime in Debia
 bool ckrt_dnnl_setup(void) {
     static int state; /* 0: not yet, 1: oneDNN, -1: OpenBLAS */
     if (!state) {
-        /* before oneDNN generates any kernel: the cap is read once */
-        dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2);
         omp_set_num_threads(1);
-        state = dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx2 ? 1 : -1;
+        /* AVX2 or better (the ISA values nest as bit sets); ONEDNN_MAX_CPU_ISA, read by oneDNN, caps it */
+        dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+        state = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx2) == (unsigned)dnnl_cpu_isa_avx2 ? 1 : -1;
     }
     return state > 0;
 }
+
+const char *ckrt_conv_gemm_name(void) {
+    if (!ckrt_dnnl_setup()) return "OpenBLAS";
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_avx2: return "oneDNN avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "oneDNN avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "oneDNN avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "oneDNN avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "oneDNN avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "oneDNN avx512_core_amx";
+    default: return "oneDNN (another ISA)";
+    }
+}
 #else
 bool ckrt_dnnl_setup(void) { return false; }
+const char *ckrt_conv_gemm_name(void) { return "OpenBLAS"; }
 #endif
 
 void ckrt_conv_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,

@@ -3,6 +3,7 @@
  * losses, step times, the device's copies and host transfers, data-parallel timings.
  */
 #include "main.h"
+#include "ckrt_dnnl.h"
 #include "ckrt_pool.h"
 
 #include <errno.h>
@@ -115,8 +116,14 @@ int ckrt_run_write_report(run *r) {
     fprintf(f, "{\n  \"program\": ");
     ckrt_json_str(f, p->name);
     fprintf(f, ",\n  \"backend\": \"%s\",\n  \"mode\": \"%s\",\n", r->c.be->name, training(r) ? "train" : "infer");
-    if (!r->c.be->dev) /* gemm_row_cuts: ckrt_cpu_init's probe let GEMMs be cut over the threads */
-        fprintf(f, "  \"threads\": %d,\n  \"gemm_row_cuts\": %s,\n", ckrt_threads(), ckrt_gemm_cuts() ? "true" : "false");
+    if (!r->c.be->dev) {
+        /* gemm_row_cuts: ckrt_cpu_init's probe let GEMMs be cut over the threads; conv_gemm: what
+         * runs the convolution GEMMs, whose bits depend on it (ckrt_dnnl.h) */
+        fprintf(f, "  \"threads\": %d,\n  \"gemm_row_cuts\": %s,\n  \"conv_gemm\": ", ckrt_threads(),
+                ckrt_gemm_cuts() ? "true" : "false");
+        ckrt_json_str(f, ckrt_conv_gemm_name());
+        fprintf(f, ",\n");
+    }
     ckrt_device_stats ds;
     if (r->c.be->dev && ckrt_cuda_stats(&r->c, &ds) == CKRT_OK) {
         fprintf(f, "  \"device\": {\"name\": ");

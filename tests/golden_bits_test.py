@@ -8,10 +8,14 @@ For every bundled sample and every checkpoint policy (none, blocks, sqrt, every:
 activations, the first that plans), selective, blocks,selective) and --update-at-end, compile, train 3 AdamW steps with
 dropout on (--seed 7) and compare the SHA-256 of every --dump-grads / --dump-params file, the
 losses' bits and the planned peak against tests/golden_bits.json, recorded before a refactor
-(--record rewrites it). The recorded bits hold for the OpenBLAS build and CPU core they were
-recorded with (both are in the file). The selective policies' dumps and losses are compared with
-none's recorded bits (recompute must change no bit), their planned peaks with their own. GEMM results depend on OpenBLAS's kernel. On another core
-the test says so and skips (exit 77) rather than compare bits it cannot expect.
+(--record rewrites this machine's entry). The selective policies' dumps and losses are compared
+with none's recorded bits (recompute must change no bit), their planned peaks with their own.
+GEMM results depend on OpenBLAS's kernel (its build and CPU core) and the convolutions' on
+oneDNN's ISA (the reports' conv_gemm: avx512_core on an AVX-512 host, avx2 with
+ONEDNN_MAX_CPU_ISA=AVX2), so the file holds one entry per such configuration, keyed
+"OPENBLAS | CONV_GEMM"; recording one keeps the others (record an AVX2 entry on an AVX-512 host
+with ONEDNN_MAX_CPU_ISA=AVX2 in the environment). Under a configuration with no entry the test
+says so and skips (exit 77) rather than compare bits it cannot expect.
 Ends with `N passed, N failed`.
 """
 import argparse
@@ -102,7 +106,7 @@ def one(sample, pol):
         return (sample, pol, None, "trainer: " + p.stderr[:1500])
     rep = json.load(open(f"{d}/report.json"))
     got = {"losses": [struct.pack("<d", x).hex() for x in rep["losses"]], "planned_peak_bytes": rep["planned_peak_bytes"],
-           "measured_peak_bytes": rep["measured_peak_bytes"], "files": {}}
+           "measured_peak_bytes": rep["measured_peak_bytes"], "conv_gemm": rep.get("conv_gemm", "?"), "files": {}}
     for sub in ["grads", "params"]:
         for f in sorted(os.listdir(os.path.join(d, sub))):
             got["files"][f"{sub}/{f}"] = hashlib.sha256(open(os.path.join(d, sub, f), "rb").read()).hexdigest()
@@ -113,7 +117,21 @@ jobs = [(s, p) for s in SAMPLES for p in POLICIES if re.search(args.filter, f"{s
 with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
     res = list(ex.map(lambda sp: one(*sp), jobs))
 
-blas = openblas_id()
+conv = sorted(set(g.pop("conv_gemm") for _, _, g, _ in res if g is not None))
+if len(conv) > 1:
+    print(f"FAIL: the runs' reports name different convolution GEMMs: {conv}")
+    sys.exit(1)
+config = f"{openblas_id()} | {conv[0] if conv else '?'}"
+golden = json.load(open(GOLDEN)) if os.path.exists(GOLDEN) else {"configs": {}}
+
+
+def effective(key):
+    """The runs of an entry: one entry holds every run; another ("base": that entry) holds only
+    its runs that differ from that one's (with oneDNN's ISA, only the convolution samples do)."""
+    e = golden["configs"].get(key, {"runs": {}})
+    return dict(golden["configs"][e["base"]]["runs"], **e["runs"]) if "base" in e else dict(e["runs"])
+
+
 passed = failed = 0
 if args.record:
     bad = [r for r in res if r[2] is None]
@@ -121,17 +139,25 @@ if args.record:
         print(f"FAIL {s} --checkpoint={p}: {err}")
     if bad:
         sys.exit(1)
-    out = {"note": "SHA-256 of --dump-grads/--dump-params after 3 AdamW steps (--seed 7), per sample and policy; "
-                   "recorded by tests/golden_bits_test.py --record before a refactor",
-           "openblas": blas, "runs": {f"{s} {p}": g for s, p, g, _ in res}}
-    json.dump(out, open(GOLDEN, "w"), indent=1, sort_keys=True)
-    print(f"recorded {len(res)} runs in {GOLDEN} ({blas})")
+    golden["note"] = ("SHA-256 of --dump-grads/--dump-params after 3 AdamW steps (--seed 7), per configuration "
+                      "(OpenBLAS build and core | convolution GEMMs), sample and policy; recorded by "
+                      "tests/golden_bits_test.py --record before a refactor")
+    runs = effective(config)  # --filter records some runs and keeps the others
+    runs.update({f"{s} {p}": g for s, p, g, _ in res})
+    full_entries = [k for k, v in sorted(golden["configs"].items()) if "base" not in v]
+    base = None if config in full_entries or not full_entries else full_entries[0]
+    if base:
+        full = golden["configs"][base]["runs"]
+        runs = {k: g for k, g in runs.items() if full.get(k) != g}
+    golden["configs"][config] = dict({"runs": runs}, **({"base": base} if base else {}))
+    json.dump(golden, open(GOLDEN, "w"), indent=1, sort_keys=True)
+    print(f"recorded {len(res)} runs in {GOLDEN} ({config}; entries: {len(golden['configs'])})")
     sys.exit(0)
 
-want = json.load(open(GOLDEN))
-if want["openblas"] != blas:
-    print(f"SKIP: the golden bits were recorded with OpenBLAS '{want['openblas']}', this machine has '{blas}'")
+if config not in golden["configs"]:
+    print(f"SKIP: no golden bits for '{config}' (recorded: {'; '.join(sorted(golden['configs']))})")
     sys.exit(77)
+want = {"runs": effective(config)}
 for s, p, got, err in res:
     key = f"{s} {p}"
     name = f"{s} --checkpoint={p}"
