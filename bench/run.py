@@ -240,6 +240,14 @@ def ckptc_variant(ck, name, variant, steps, budget=None):
     cmd = ["/usr/bin/time", "-v", os.path.join(d, "trainer"), "--steps", str(steps),
            "--input", "%s=%s" % (info["input"], p("in.%s.npy" % info["input"])),
            "--input", "labels=%s" % p("in.labels.npy"), "--report", rep, "--threads", str(THREADS)]
+    res["_trainer_cmd"] = cmd
+    return ckptc_measure(res)
+
+
+def ckptc_measure(res):
+    """Runs the compiled variant's trainer (again, in later --rounds) and reads its report."""
+    cmd = res["_trainer_cmd"]
+    rep = cmd[cmd.index("--report") + 1]
     r, others = timed_run(cmd, env1())
     res["others_cores"] = others
     if r.returncode != 0:
@@ -326,10 +334,30 @@ def fmt_ms(s):
 
 
 def summarize(r, warmup):
+    """median_s: the step median; with --rounds, the median of the rounds' medians (p90 over all)."""
     if "step_seconds" in r:
         r["median_s"], r["p90_s"] = stats(r["step_seconds"][warmup:])
         r["measured_steps"] = len(r["step_seconds"][warmup:])
+        r.setdefault("round_medians_s", []).append(r["median_s"])
+        r.setdefault("all_steps_s", []).extend(r["step_seconds"][warmup:])
+        r["median_s"] = stats(r["round_medians_s"])[0]
+        r["p90_s"] = stats(r["all_steps_s"])[1]
     return r
+
+
+def another_round(r, warmup, steps, memtrack):
+    """--rounds: the same variant measured again (not compiled again), its round appended."""
+    if "error" in r:
+        return r
+    if r["system"] == "ckptc":
+        ckptc_measure(r)
+    else:
+        again = torch_variant(r["model"], r["variant"], steps, warmup, memtrack)
+        if "error" in again:
+            r["error"] = again["error"]
+            return r
+        r["step_seconds"] = again["step_seconds"]
+    return summarize(r, warmup)
 
 
 def machine():
@@ -380,6 +408,12 @@ def write_cpu_report(results, meta, path_md, path_json, path_svg):
                                    (meta["machine"]["mem_bytes"] or 0) / 2**30, meta["commit"], meta["build_type"],
                                    meta["torch"], meta.get("threads", 1), meta.get("threads", 1), meta.get("threads", 1),
                                    meta.get("threads", 1), LR, meta["steps"], meta["warmup"], meta["steps"] - meta["warmup"]))
+    if meta.get("rounds", 1) > 1:
+        w("")
+        w("Rounds: each model's variants were run %d times round-robin (compiled once); a step time "
+          "below is the median of the %d rounds' medians, p90 over all rounds' steps, so that the host's "
+          "speed drifting over minutes slows every variant alike. The rounds' medians are in the JSON "
+          "(round_medians_s)." % (meta["rounds"], meta["rounds"]))
     w("")
     w("**Peak** = the bytes the step allocates above the parameters and inputs (both sides hold "
       "those before the first step; SGD keeps no optimizer state), measured the same way on both "
@@ -790,6 +824,10 @@ def main():
     ap.add_argument("--only", choices=["cpu", "planner"])
     ap.add_argument("--tries", type=int, default=3,
                     help="runs per measurement while other processes use the machine (the least disturbed is kept)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure each model's variants this many times, round-robin (compiled once); a step time is "
+                         "then the median of the rounds' medians, so that a host whose speed drifts over minutes "
+                         "slows every variant alike")
     ap.add_argument("--threads", type=int, default=1, help="threads on both sides (PyTorch, OpenBLAS, ckptc --threads)")
     ap.add_argument("--variants", default="", help="only these variants, comma-separated (e.g. none,eager), or semicolon-separated when one is a combination (none;blocks;blocks,selective); default all")
     ap.add_argument("--planner-sizes", default="1000,10000,100000")
@@ -816,7 +854,7 @@ def main():
     argv = "".join(" " + x for x in sys.argv[1:])
     meta = dict(argv=argv, date=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine=machine(),
                 build_type=bt, commit=commit, torch=torch.__version__, steps=a.steps, warmup=a.warmup, threads=THREADS,
-                models=models, budget_cap=a.budget_cap)
+                models=models, budget_cap=a.budget_cap, rounds=a.rounds)
     os.makedirs(RESULTS, exist_ok=True)
     os.makedirs(WORK, exist_ok=True)
     if a.only != "planner":
@@ -855,6 +893,15 @@ def main():
                 r = summarize(torch_variant(name, v, a.steps, a.warmup, memtrack), a.warmup)
                 results.append(r)
                 log_row(r)
+            mine = [r for r in results if r["model"] == name]
+            for k in range(1, a.rounds):  # the model's variants again, in the same order
+                for r in mine:
+                    another_round(r, a.warmup, a.steps, memtrack)
+                log("%s round %d: %s" % (name, k + 1, "  ".join("%s %s %.1f" % (r["system"], r["variant"], r["round_medians_s"][-1] * 1e3)
+                                                             for r in mine if "error" not in r)))
+            if a.rounds > 1:
+                for r in mine:
+                    log_row(r)
         meta["wall_seconds"] = time.time() - t_start
         svg = "peak-vs-depth.svg" if a.out == "cpu-latest" else a.out + "-peak-vs-depth.svg"
         write_cpu_report(results, meta, os.path.join(RESULTS, a.out + ".md"), os.path.join(RESULTS, a.out + ".json"),
