@@ -15,8 +15,8 @@
  * summed in the same order on every run. Its kernels are the host's best ISA from AVX2 up
  * (avx512_core on an AVX-512 CPU: 1.35x faster on ResNet-18's step than AVX2 on one measured
  * host), and the ISA changes the order of the sums: the bits are those of the host's ISA, which
- * --report records (conv_gemm) and the device line names. ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's own
- * variable, read once) caps it, for the bits of any AVX2 host. A CPU without AVX2 gets OpenBLAS
+ * --report records (conv_gemm). ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's own variable, read once) caps
+ * it, for the bits of any AVX2 host. A CPU without AVX2 gets OpenBLAS
  * (its bits then differ again; the same run to run).
  *
  * Threads: oneDNN's sgemm is not cut-invariant (a product cut at row 48, 96, ... differs from the

@@ -1,6 +1,7 @@
 /* cpu_dnnl.c — the convolution GEMMs of the CPU backend (cpu_dense.c, cpu_train_conv.c): oneDNN's
- * sgemm, pinned to one thread, at the host's best ISA from AVX2 up, where the build has oneDNN; see ckrt_dnnl.h for why, and
- * for how a product is cut in two fixed pieces for the thread pool (ckrt_conv_sgemm_2). */
+ * sgemm, pinned to one thread, at the host's best ISA from AVX2 up, where the build has oneDNN;
+ * see ckrt_dnnl.h for why, and for how a product is cut in two fixed pieces for the thread pool
+ * (ckrt_conv_sgemm_2). */
 #include "ckrt_dnnl.h"
 #include "ckrt_pool.h"
 
@@ -27,11 +28,13 @@ const char *ckrt_conv_gemm_name(void) {
     switch (dnnl_get_effective_cpu_isa()) {
     case dnnl_cpu_isa_avx2: return "oneDNN avx2";
     case dnnl_cpu_isa_avx2_vnni: return "oneDNN avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic: return "oneDNN avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "oneDNN avx512_mic_4ops";
     case dnnl_cpu_isa_avx512_core: return "oneDNN avx512_core";
     case dnnl_cpu_isa_avx512_core_vnni: return "oneDNN avx512_core_vnni";
     case dnnl_cpu_isa_avx512_core_bf16: return "oneDNN avx512_core_bf16";
     case dnnl_cpu_isa_avx512_core_amx: return "oneDNN avx512_core_amx";
-    default: return "oneDNN (another ISA)";
+    default: return "oneDNN avx2-or-better (an ISA this list does not name)";
     }
 }
 #else
