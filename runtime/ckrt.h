@@ -88,6 +88,7 @@ typedef struct ckrt_ctx {
     const char *node;              /* the node being run, named in kernel errors */
     int check_finite;              /* set: the generated code checks every float output */
     struct ckrt_dp *dp;            /* data-parallel runs: ranks, communicator, timers (dp.c); NULL otherwise */
+    struct ckrt_prof *prof;        /* --profile: per-node time marks (prof.c); NULL otherwise */
     void **grad_dump;              /* --dump-grads, on the last step: host buffer per trainable parameter; else NULL */
     int64_t readback, readback_peak; /* host bytes held by ckrt_arena_fetch (now, at most) */
     int code;
@@ -128,7 +129,16 @@ int ckrt_fail(ckrt_ctx *c, int code, const char *fmt, ...) __attribute__((format
         int ckrt_rc_ = (expr);           \
         if (ckrt_rc_) return ckrt_rc_;   \
     } while (0)
-#define CKRT_NODE(c, name) ((c)->node = (name))
+#define CKRT_NODE(c, name) ((void)((c)->node = (name), (c)->prof ? ckrt_prof_mark(c) : 0))
+
+/* --profile (prof.c): a time mark per node (CKRT_NODE), summed per node over the steps after the
+ * first, written to a file as time per step by kind of node and by node. */
+int ckrt_prof_start(ckrt_ctx *c);
+void ckrt_prof_stop(ckrt_ctx *c);
+int ckrt_prof_mark(ckrt_ctx *c);
+int ckrt_prof_step_begin(ckrt_ctx *c);
+int ckrt_prof_step_end(ckrt_ctx *c, int keep); /* after the step: synchronizes, attributes (keep) */
+int ckrt_prof_write(ckrt_ctx *c, const char *path);
 
 /* ---------------------------------------------------------------- backends */
 
@@ -164,6 +174,11 @@ typedef struct ckrt_backend {
     void *(*current_stream)(ckrt_ctx *c);
     /* Kernels from here on go to stream s (CKRT_STREAM_*); NULL on the CPU. */
     int (*set_stream)(ckrt_ctx *c, int s);
+    /* --profile's time marks on the device's timeline: mark i (0, 1, ... from each step's first)
+     * recorded on the compute stream; after a synchronize, ms[j] = time from mark 0 to mark j for
+     * j < n. NULL on the CPU (prof.c reads the host clock). */
+    int (*clock_mark)(ckrt_ctx *c, int i);
+    int (*clock_read)(ckrt_ctx *c, int n, double *ms);
 } ckrt_backend;
 
 /* The streams of a device backend (event_record, stream_wait, set_stream): kernels, offload

@@ -108,6 +108,8 @@ static struct {
     const void *bad_ptr;  /* a pointer outside the arena reached a kernel */
     void *pool;
     CUevent user[N_USER_EVENTS];
+    CUevent *prof_ev; /* --profile's time marks (be_clock_mark), created as the marks need them */
+    int n_prof_ev;
     CUevent uploaded; /* recorded after the host's writes on the compute stream */
     CUevent copy_ev[N_EVENT_PAIRS][4]; /* compute ready, copy start, copy end, compute waits */
     int n_copy_ev;
@@ -720,6 +722,25 @@ static int be_event_record(ckrt_ctx *c, int event, int stream) {
     CU(cuEventRecord(G.user[event], G.stream[stream]));
     return CKRT_OK;
 }
+static int be_clock_mark(ckrt_ctx *c, int i) {
+    if (i >= G.n_prof_ev) {
+        int n = i + 1 > 2 * G.n_prof_ev ? i + 1 : 2 * G.n_prof_ev;
+        CUevent *ev = realloc(G.prof_ev, (size_t)n * sizeof *ev);
+        if (!ev) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate %d profile events", n);
+        G.prof_ev = ev;
+        for (; G.n_prof_ev < n; G.n_prof_ev++) CU(cuEventCreate(&G.prof_ev[G.n_prof_ev], CU_EVENT_DEFAULT));
+    }
+    CU(cuEventRecord(G.prof_ev[i], G.stream[0]));
+    return CKRT_OK;
+}
+static int be_clock_read(ckrt_ctx *c, int n, double *ms) {
+    for (int j = 0; j < n && j < G.n_prof_ev; j++) {
+        float t = 0;
+        if (j) CU(cuEventElapsedTime(&t, G.prof_ev[0], G.prof_ev[j]));
+        ms[j] = t;
+    }
+    return CKRT_OK;
+}
 static int be_stream_wait(ckrt_ctx *c, int stream, int event) {
     if (event < 0 || event >= N_USER_EVENTS || stream < 0 || stream > 2)
         return ckrt_fail(c, CKRT_ERR_INTERNAL, "event %d / stream %d out of range", event, stream);
@@ -841,6 +862,8 @@ static const ckrt_backend cuda_backend = {
     .device_address = be_device_address,
     .current_stream = be_current_stream,
     .set_stream = be_set_stream,
+    .clock_mark = be_clock_mark,
+    .clock_read = be_clock_read,
 };
 
 /* ---------------------------------------------------------------- open / close */
@@ -910,6 +933,8 @@ void ckrt_cuda_close(ckrt_ctx *c) {
     for (int i = 0; i < N_USER_EVENTS; i++)
         if (G.user[i]) G.cuEventDestroy(G.user[i]);
     if (G.uploaded) G.cuEventDestroy(G.uploaded);
+    for (int i = 0; i < G.n_prof_ev; i++) G.cuEventDestroy(G.prof_ev[i]);
+    free(G.prof_ev);
     for (int h = 0; h < 2; h++)
         if (G.stage_ev[h]) G.cuEventDestroy(G.stage_ev[h]);
     for (int i = 0; i < N_EVENT_PAIRS; i++)

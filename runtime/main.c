@@ -288,8 +288,10 @@ static int run_program(run *r, int argc, char **argv) {
         if (r->ckpt_dir) ckrt_run_catch_signals();
         if (r->metrics && ckrt_dp_writes(r->dp) && !(r->metrics_f = fopen(r->metrics, r->resume ? "a" : "w")))
             rc = ckrt_fail(c, CKRT_ERR_IO, "cannot write '%s': %s", r->metrics, strerror(errno));
+        if (!rc && r->profile) rc = ckrt_prof_start(c);
         for (int64_t s = r->first_step; !rc && s < r->steps; s++) {
             double t0 = ckrt_run_now();
+            if (r->profile) rc = ckrt_prof_step_begin(c);
             c->micro = 0;
             rc = ckrt_run_feed(r, s * r->accum); /* --data: this step's (first) batch */
             if (!rc && training(r)) {
@@ -301,6 +303,7 @@ static int run_program(run *r, int argc, char **argv) {
             }
             rc = ckrt_run_data_context(r, s, rc);
             r->step_seconds[s] = ckrt_run_now() - t0;
+            if (!rc && r->profile) rc = ckrt_prof_step_end(c, s > r->first_step || r->steps - r->first_step == 1);
             if (s == r->first_step && !rc) { /* the high-water mark of one whole step, measured before reuse hides it */
                 c->node = NULL;
                 int64_t top = 0;
@@ -347,6 +350,7 @@ static int run_program(run *r, int argc, char **argv) {
         if (!rc && r->save_weights) rc = ckrt_run_save_weights(r);
         if (!rc) rc = ckrt_run_export(r); /* --export-onnx, --export-safetensors */
         if (!rc && r->report) rc = ckrt_run_write_report(r);
+        if (!rc && r->profile && ckrt_dp_writes(r->dp)) rc = ckrt_prof_write(c, r->profile);
         if (!rc && r->timeline) {
             ckrt_curve cv = {p->policy ? p->policy : p->name, p->n_timeline, p->timeline, p->backward_step, p->n_recompute_steps, p->recompute_steps};
             rc = ckrt_timeline_svg(c, r->timeline, 1, &cv);
@@ -358,6 +362,7 @@ static int run_program(run *r, int argc, char **argv) {
                    r->steps == 1 ? "" : "s", (long long)p->arena_bytes, (long long)r->measured);
     }
     if (r->metrics_f) fclose(r->metrics_f);
+    ckrt_prof_stop(c);
     ckrt_run_free_grad_dump(r);
     c->be->arena_free(c, c->arena);
     c->arena = NULL;

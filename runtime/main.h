@@ -37,7 +37,7 @@ typedef struct run {
     const ckrt_program *p;
     ckrt_ctx c;
     const char *input_file[64];
-    const char *dump_dir, *report, *weights, *grads_dir, *params_dir, *save_weights, *timeline;
+    const char *dump_dir, *report, *weights, *grads_dir, *params_dir, *save_weights, *timeline, *profile;
     uint64_t seed;
     int64_t steps;
     int allow_nonfinite;

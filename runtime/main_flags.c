@@ -75,6 +75,8 @@ static const char *usage_train =
     "  --weights FILE         weights file (default: weights.bin next to this program)\n"
     "  --allow-nonfinite      keep going when the loss is NaN or infinite\n"
     "  --timeline FILE.svg    draw the planned live memory over the step\n"
+    "  --profile FILE         time every node (on a GPU with device events) and write the time per step by\n"
+    "                         kind of node and the slowest nodes to FILE (steps after the first)\n"
     "  --mem-limit SIZE       refuse to start when the planned memory is over SIZE (512MiB, 2GB, bytes)\n"
     "  --device cpu|cuda      where to run (default: cuda when a GPU is usable, else cpu)\n"
     "  --threads N            CPU threads for the kernels and GEMMs (default: CKRT_NUM_THREADS, else\n"
@@ -142,7 +144,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         {"report", required_argument, 0, 'r'}, {"weights", required_argument, 0, 'w'},    {"steps", required_argument, 0, 'n'},
         {"dump-grads", required_argument, 0, 'g'}, {"dump-params", required_argument, 0, 'p'},
         {"save-weights", required_argument, 0, 'W'}, {"allow-nonfinite", no_argument, 0, 'A'},
-        {"timeline", required_argument, 0, 'T'}, {"mem-limit", required_argument, 0, 'M'},
+        {"timeline", required_argument, 0, 'T'}, {"profile", required_argument, 0, 'P'}, {"mem-limit", required_argument, 0, 'M'},
         {"device", required_argument, 0, 'D'}, {"tf32", no_argument, 0, 'F'},
         {"lr-schedule", required_argument, 0, 'L'}, {"warmup", required_argument, 0, 'U'},
         {"min-lr", required_argument, 0, 'm'},
@@ -228,6 +230,7 @@ int ckrt_run_parse_args(run *r, int argc, char **argv) {
         case 'W': r->save_weights = optarg; break;
         case 'A': r->allow_nonfinite = 1; break;
         case 'T': r->timeline = optarg; break;
+        case 'P': r->profile = optarg; break;
         case 'M':
             if (!ckrt_parse_size(optarg, &r->mem_limit))
                 return ckrt_fail(c, CKRT_ERR_USAGE, "--mem-limit '%s': expected a size such as 512MiB, 2GB or 1000000 (units B, KiB, "

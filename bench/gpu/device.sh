@@ -6,7 +6,8 @@
 #
 # PHASES (default "parity bench:gpt2s bench:resnet18"): parity = bench/gpu/run.sh (every sample CUDA
 # vs CPU and every policy's bits vs train on the GPU, the kernel cache, the gpt4 offload summary);
-# bench:NAME = bench/gpu/compare.py on NAME (ckptc against PyTorch on the same GPU). Each phase runs
+# bench:NAME = bench/gpu/compare.py on NAME (ckptc against PyTorch on the same GPU); profile:NAME[:FLAGS]
+# = one trainer of NAME with --profile (time per kind of node on the device). Each phase runs
 # under its own time limit (CK_GPU_PARITY_S, CK_GPU_BENCH_S) so that one hang leaves the others'
 # figures. Everything lands in $OUT (the device tool's folder; else .gpukit/out): device.log, run.sh's
 # results.md and parity.md, NAME.md and NAME.json per bench, logs.tar.gz (the trainers' outputs).
@@ -72,6 +73,22 @@ for ph in $phases; do
             --steps "${CK_GPU_STEPS:-8}" --warmup 2 --timeout "${CK_GPU_VARIANT_S:-90}" || status=1
         cp "$K/work/$n.md" "$K/work/$n.json" "$O/" 2>/dev/null
         rm -f "$K/models/$n.data" "$K"/work/"$n"-*/weights.bin
+        ;;
+    profile:*) # profile:NAME[:FLAGS] (FLAGS: ckptc flags joined by '+', e.g. --checkpoint=blocks)
+        spec=${ph#profile:}
+        n=${spec%%:*}
+        fl=""
+        [ "$spec" != "$n" ] && fl=$(echo "${spec#*:}" | tr '+' ' ')
+        tag=$n$(echo "$fl" | tr -c 'a-z0-9\n' '-' | tr -s '-')
+        say "trainer --profile: $n $fl"
+        [ -f "$K/models/$n.data" ] || "$PY" bench/gpu/models.py weights "$K/models" "$n" || { status=1; continue; }
+        d=$K/work/prof-$tag
+        b=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['input_shape'][0])" "$K/models/$n.json")
+        "$K/build/ckptc" "$K/models/$n.onnx" --dim batch="$b" $fl -o "$d" >/dev/null && make -s -C "$d" &&
+            timeout 120 "$d/trainer" --device cuda --steps "${CK_GPU_PROFILE_STEPS:-4}" --profile "$O/prof-$tag.txt" | tail -4 ||
+            status=1
+        head -40 "$O/prof-$tag.txt"
+        rm -f "$d/weights.bin"
         ;;
     *) echo "device.sh: unknown phase $ph" ;;
     esac

@@ -43,6 +43,6 @@ rm -rf "$L"
 if [ ! -f $K/models/gpt2s.onnx ] || [ ! -f $K/models/resnet18.onnx ]; then
     /usr/bin/python3 bench/gpu/models.py export $K/models gpt2s resnet18 2>&1 | grep -v -i warn
 fi
-rm -f $K/models/*.data
+rm -rf $K/models/*.data $K/work $K/out $K/build/gpu-bench # what a local try of device.sh left
 du -sh $K
 echo "kit.sh: .gpukit ready ($(git rev-parse --short HEAD)$(git diff --quiet || echo ', uncommitted changes'))"
