@@ -49,6 +49,26 @@
     V(double, a) V(double, b) V(int, expect) V(uint64_t, seed) V(uint64_t, step) V(uint64_t, key) V(uint64_t, first)
 #define CK_G_PARAMS_reduce_f32(V, P) V(int, mean) P(float *, y) P(const float *, x) V(int, nk) V(ck_dims, kd) \
     V(ck_dims, ks) V(int, nr) V(ck_dims, rd) V(ck_dims, rs)
+#define CK_G_PARAMS_reduce_part(V, P) P(double *, part) V(int64_t, nout) V(int64_t, chunk) P(const float *, x) \
+    V(int, nk) V(ck_dims, kd) V(ck_dims, ks) V(int, nr) V(ck_dims, rd) V(ck_dims, rs)
+#define CK_G_PARAMS_reduce_fin(V, P) V(int, mean) P(float *, y) P(const double *, part) V(int64_t, parts) V(int64_t, cnt)
+#define CK_G_PARAMS_bn_part(V, P) P(double *, part) V(int64_t, C) V(int64_t, S) V(int64_t, cnt) V(int64_t, chunk) \
+    P(const float *, x) P(const double *, mu)
+#define CK_G_PARAMS_bn_mean(V, P) P(double *, mu) P(const double *, part) V(int64_t, parts) V(int64_t, cnt)
+#define CK_G_PARAMS_bn_stats(V, P) P(float *, stat) P(float *, run_mean) P(float *, run_var) P(float *, saved_mean) \
+    P(float *, saved_inv_std) P(const double *, mu) P(const double *, part) V(int64_t, parts) \
+    P(const float *, in_mean) P(const float *, in_var) V(int64_t, cnt) V(float, eps) V(float, momentum) V(int, unbiased)
+#define CK_G_PARAMS_bn_apply_stat(V, P) P(float *, y) P(const float *, x) P(const float *, scale) P(const float *, bias) \
+    P(const float *, stat) V(int64_t, C) V(int64_t, S)
+#define CK_G_PARAMS_bng_part(V, P) P(double *, part) V(int64_t, C) V(int64_t, S) V(int64_t, cnt) V(int64_t, chunk) \
+    P(const float *, dy) P(const float *, x) P(const float *, mean) P(const float *, inv_std)
+#define CK_G_PARAMS_bng_fin(V, P) P(float *, dscale) P(float *, dbias) P(double *, coef) P(const double *, part) \
+    V(int64_t, parts) V(int64_t, cnt)
+#define CK_G_PARAMS_bng_dx(V, P) P(float *, dx) P(const float *, dy) P(const float *, x) P(const float *, scale) \
+    P(const float *, mean) P(const float *, inv_std) P(const double *, coef) V(int64_t, C) V(int64_t, S)
+#define CK_G_PARAMS_lng_part(V, P) P(double *, part) V(int64_t, cols) V(int64_t, rows) V(int64_t, chunk) \
+    P(const float *, dy) P(const float *, x) P(const float *, mean) P(const float *, inv_std)
+#define CK_G_PARAMS_lng_fin(V, P) P(float *, dscale) P(float *, dbias) P(const double *, part) V(int64_t, parts)
 #define CK_G_PARAMS_reduce_int(V, P) V(int, is64) P(void *, y) P(const void *, x) V(int, nk) V(ck_dims, kd) \
     V(ck_dims, ks) V(int, nr) V(ck_dims, rd) V(ck_dims, rs)
 #define CK_G_PARAMS_global_avg_pool(V, P) P(float *, y) P(const float *, x) V(int64_t, s)
@@ -145,11 +165,20 @@
     K(layer_norm, layer_norm, ck_k_layer_norm_row(i, y, mean, inv_std, x, scale, bias, cols, eps);) \
     K(batch_norm, batch_norm_train, ck_k_batch_norm_train_channel(i, y, run_mean, run_var, saved_mean, \
       saved_inv_std, x, scale, bias, mean, var, N, C, S, eps, momentum, unbiased);) \
+    /* the same, split over many threads (ckrt_kernels_gpu.h; cuda_ops.c picks the split) */ \
+    K(batch_norm, bn_part, part[i] = ck_k_bn_part(i, C, S, cnt, chunk, x, mu);) \
+    K(batch_norm, bn_mean, mu[i] = cnt > 0 ? ck_k_parts_sum(i, n, part, parts, 1, 0) / (double)cnt : 0.0;) \
+    K(batch_norm, bn_stats, ck_k_bn_stats(i, n, stat, run_mean, run_var, saved_mean, saved_inv_std, mu, \
+      ck_k_parts_sum(i, n, part, parts, 1, 0), in_mean, in_var, cnt, eps, momentum, unbiased);) \
+    K(batch_norm, bn_apply_stat, y[i] = ck_k_batch_norm_apply(i, x, scale, bias, stat, stat + C, C, S);) \
     K(batch_norm, batch_norm_infer, y[i] = ck_k_batch_norm_infer(i, x, scale, bias, mean, var, C, S, eps);) \
     K(dropout, dropout, ck_k_dropout_block(i, y, mask, x, cnt, ratio, scale, seed, step, key, first);) \
     REUSE(dropout_grad, dropout) \
     K(random, random, ck_k_random_block(i, kind, to, y, p, pdt, cnt, a, b, expect, seed, step, key, first);) \
     K(reduce, reduce_f32, y[i] = ck_k_reduce_f32(i, mean, x, nk, kd.v, ks.v, nr, rd.v, rs.v);) \
+    K(reduce, reduce_part, part[i] = ck_k_reduce_part(i, nout, chunk, x, nk, kd.v, ks.v, nr, rd.v, rs.v);) \
+    K(reduce, reduce_fin, double s = ck_k_parts_sum(i, n, part, parts, 1, 0); \
+      y[i] = (float)(mean ? s / (double)cnt : s);) \
     K(reduce, reduce_int, int64_t s = ck_k_reduce_sum_int(i, is64, x, nk, kd.v, ks.v, nr, rd.v, rs.v); \
       if (is64) ((int64_t *)y)[i] = s; else ((int32_t *)y)[i] = (int32_t)(uint32_t)(uint64_t)s;) \
     K(global_avg_pool, global_avg_pool, y[i] = ck_k_global_avg_pool(i, x, s);) \
@@ -203,8 +232,14 @@
     K(layer_norm_grad, layer_norm_grad_row, ck_k_layer_norm_grad_row(i, dx, dy, x, scale, mean, inv_std, cols);) \
     K(layer_norm_grad, layer_norm_grad_col, ck_k_layer_norm_grad_col(i, dscale, dbias, dy, x, mean, inv_std, \
       rows, cols);) \
+    K(layer_norm_grad, lng_part, ck_k_lng_part(i, part, cols, rows, chunk, dy, x, mean, inv_std);) \
+    K(layer_norm_grad, lng_fin, if (dscale) dscale[i] = (float)ck_k_parts_sum(i, n, part, parts, 2, 0); \
+      if (dbias) dbias[i] = (float)ck_k_parts_sum(i, n, part, parts, 2, 1);) \
     K(batch_norm_grad, batch_norm_grad, ck_k_batch_norm_grad_channel(i, dx, dscale, dbias, dy, x, scale, mean, \
       inv_std, N, C, S);) \
+    K(batch_norm_grad, bng_part, ck_k_bng_part(i, part, C, S, cnt, chunk, dy, x, mean, inv_std);) \
+    K(batch_norm_grad, bng_fin, ck_k_bng_fin(i, n, dscale, dbias, coef, part, parts, cnt);) \
+    K(batch_norm_grad, bng_dx, dx[i] = ck_k_bng_dx(i, dy, x, scale, mean, inv_std, coef, C, S);) \
     K(batch_norm_apply, batch_norm_apply, y[i] = ck_k_batch_norm_apply(i, x, scale, bias, mean, inv_std, C, S);) \
     K(sgd, sgd, ck_k_sgd(i, p, g, buf, acc, gs, lr, mu, wd);) \
     K(sgd, grad_accum, ck_k_grad_accum(i, acc, g, first);) \

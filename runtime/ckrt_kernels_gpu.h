@@ -97,4 +97,95 @@ CK_DEV int64_t ck_k_top_chunk(int64_t i, const uint8_t *x, int64_t n, uint8_t fi
 /* Convolution's bias on element i of one image group's output (Mg, out_n): b[i / out_n]. */
 CK_DEV float ck_k_bias_of(int64_t i, const float *b, int64_t out_n) { return b[i / out_n]; }
 
+/* ---------------------------------------------------------------- split reductions
+ * The GPU's long reductions (a bias gradient over B x T rows, a BatchNorm channel over N x H x W,
+ * LayerNorm's parameter gradients) run as many threads, not one per output: the reduced range
+ * of each output is cut into `parts` chunks of `chunk` elements (the host picks both from the
+ * shape alone), one work item sums one chunk in double, in order, into the scratch; then one
+ * item per output adds its parts in order. The same shape always sums in the same order: the
+ * bits do not depend on the run, the policy or the launch geometry (they differ from the CPU's
+ * single pass by rounding, within the CUDA-vs-CPU tolerance). Item i of a part kernel is chunk
+ * p = i / nout of output o = i % nout, so that neighbouring threads read neighbouring outputs. */
+
+/* ck_k_reduce_f32's chunk: reduced elements [p chunk, (p + 1) chunk) of output o */
+CK_DEV double ck_k_reduce_part(int64_t i, int64_t nout, int64_t chunk, const float *x, int nk, const int64_t *kdims,
+                               const int64_t *kstrides, int nr, const int64_t *rdims, const int64_t *rstrides) {
+    int64_t o = i % nout, p = i / nout, cnt = 1;
+    for (int k = 0; k < nr; k++) cnt *= rdims[k];
+    int64_t base = ck_k_reduce_base(o, nk, kdims, kstrides), lo = p * chunk, hi = lo + chunk < cnt ? lo + chunk : cnt;
+    double s = 0.0;
+    for (int64_t j = lo; j < hi; j++) s += x[base + ck_k_offset(j, nr, rdims, rstrides)];
+    return s;
+}
+/* output o's parts (part[p nout + o], p < parts) added in order */
+CK_DEV double ck_k_parts_sum(int64_t o, int64_t nout, const double *part, int64_t parts, int width, int w) {
+    double s = 0.0;
+    for (int64_t p = 0; p < parts; p++) s += part[(p * nout + o) * width + w];
+    return s;
+}
+
+/* A BatchNorm channel's chunk: elements [p chunk, (p + 1) chunk) of channel ch of x: (N, C, S),
+ * counted in (N, S) order; the plain sum, or with mu the sum of (x - mu[ch])^2. */
+CK_DEV double ck_k_bn_part(int64_t i, int64_t C, int64_t S, int64_t cnt, int64_t chunk, const float *x, const double *mu) {
+    int64_t ch = i % C, p = i / C, lo = p * chunk, hi = lo + chunk < cnt ? lo + chunk : cnt;
+    double s = 0.0, m = mu ? mu[ch] : 0.0;
+    for (int64_t j = lo; j < hi; j++) {
+        double v = x[((j / S) * C + ch) * S + j % S];
+        if (mu) {
+            double d = v - m;
+            s += d * d;
+        } else {
+            s += v;
+        }
+    }
+    return s;
+}
+/* The statistics of channel ch from its parts (ck_k_batch_norm_train_channel's, the same
+ * expressions): q = the sum of squared deviations; stat[ch] = mean_f, stat[C + ch] = inv_std_f. */
+CK_DEV void ck_k_bn_stats(int64_t ch, int64_t C, float *stat, float *run_mean, float *run_var, float *saved_mean,
+                          float *saved_inv_std, const double *mu, double q, const float *in_mean, const float *in_var,
+                          int64_t cnt, float eps, float momentum, int unbiased) {
+    double var = cnt > 0 ? q / (double)cnt : 0.0, m = mu[ch];
+    float mean_f = (float)m, inv_std_f = (float)(1.0 / sqrt(var + (double)eps));
+    double rv = unbiased && cnt > 1 ? var * ((double)cnt / (double)(cnt - 1)) : var;
+    if (run_mean) run_mean[ch] = (float)((double)momentum * in_mean[ch] + (1.0 - (double)momentum) * m);
+    if (run_var) run_var[ch] = (float)((double)momentum * in_var[ch] + (1.0 - (double)momentum) * rv);
+    if (saved_mean) saved_mean[ch] = mean_f;
+    if (saved_inv_std) saved_inv_std[ch] = inv_std_f;
+    stat[ch] = mean_f;
+    stat[C + ch] = inv_std_f;
+}
+
+/* BatchNorm backward, a channel's chunk: part[2 i] += dy, part[2 i + 1] += dy xhat over it */
+CK_DEV void ck_k_bng_part(int64_t i, double *part, int64_t C, int64_t S, int64_t cnt, int64_t chunk, const float *dy,
+                          const float *x, const float *mean, const float *inv_std) {
+    int64_t ch = i % C, p = i / C, lo = p * chunk, hi = lo + chunk < cnt ? lo + chunk : cnt;
+    double mu = mean[ch], is = inv_std[ch], sb = 0.0, ss = 0.0;
+    for (int64_t j = lo; j < hi; j++) {
+        int64_t at = ((j / S) * C + ch) * S + j % S;
+        double d = dy[at];
+        sb += d;
+        ss += d * (((double)x[at] - mu) * is);
+    }
+    part[2 * i] = sb;
+    part[2 * i + 1] = ss;
+}
+/* ... channel ch's sums: dscale, dbias (either may be NULL) and coef[2 ch] = dbias / n,
+ * coef[2 ch + 1] = dscale / n (ck_k_batch_norm_grad_channel's mb, ms) */
+CK_DEV void ck_k_bng_fin(int64_t ch, int64_t C, float *dscale, float *dbias, double *coef, const double *part,
+                         int64_t parts, int64_t cnt) {
+    double sb = ck_k_parts_sum(ch, C, part, parts, 2, 0), ss = ck_k_parts_sum(ch, C, part, parts, 2, 1);
+    if (dscale) dscale[ch] = (float)ss;
+    if (dbias) dbias[ch] = (float)sb;
+    coef[2 * ch] = cnt > 0 ? sb / (double)cnt : 0.0;
+    coef[2 * ch + 1] = cnt > 0 ? ss / (double)cnt : 0.0;
+}
+/* ... element i of dx (ck_k_batch_norm_grad_channel's expression) */
+CK_DEV float ck_k_bng_dx(int64_t i, const float *dy, const float *x, const float *scale, const float *mean,
+                         const float *inv_std, const double *coef, int64_t C, int64_t S) {
+    int64_t ch = (i / S) % C;
+    double mu = mean[ch], is = inv_std[ch], k0 = (double)scale[ch] * is, xh = ((double)x[i] - mu) * is;
+    return (float)(k0 * ((double)dy[i] - coef[2 * ch] - xh * coef[2 * ch + 1]));
+}
+
 #endif

@@ -199,6 +199,17 @@ CK_DEV void ck_k_layer_norm_grad_col(int64_t j, float *dscale, float *dbias, con
     if (dbias) dbias[j] = (float)sb;
 }
 
+/* (the GPU's split reduction, ckrt_kernels_gpu.h) LayerNorm backward's column sums, chunk p of rows for column j (item i = p cols + j):
+ * part[2 i] = the sum of dy xhat, part[2 i + 1] = the sum of dy (ck_k_layer_norm_grad_acc) */
+CK_DEV void ck_k_lng_part(int64_t i, double *part, int64_t cols, int64_t rows, int64_t chunk, const float *dy,
+                          const float *x, const float *mean, const float *inv_std) {
+    int64_t j = i % cols, p = i / cols, lo = p * chunk, hi = lo + chunk < rows ? lo + chunk : rows;
+    double ss = 0.0, sb = 0.0;
+    for (int64_t r = lo; r < hi; r++) ck_k_layer_norm_grad_acc(r, j, &ss, &sb, dy, x, mean, inv_std, cols);
+    part[2 * i] = ss;
+    part[2 * i + 1] = sb;
+}
+
 /* BatchNormalization (training mode) backward, channel ch of dy, x, dx: (N, C, S); scale, mean,
  * inv_std, dscale, dbias: (C), mean / inv_std the float statistics the forward saved. Over the
  * n = N S elements of the channel (double, in (N, S) order), xhat = (x - mean) inv_std:

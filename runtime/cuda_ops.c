@@ -140,6 +140,23 @@ static int cu_softmax(ckrt_ctx *c, int log, float *y, const float *x, int64_t ou
     return g_softmax(c, outer * inner, &log, &Y, &X, &len, &inner);
 }
 
+/* The split of a long reduction (ckrt_kernels_gpu.h): nout outputs of cnt elements each, `width`
+ * doubles per part in the scratch after `extra` doubles of other use. Returns the number of
+ * parts (1: no split; run the one-thread-per-output kernel) and their length in *chunk. It
+ * depends on the shape and the scratch's size only, so a shape always sums in one order. */
+enum { SPLIT_MIN_CHUNK = 64, SPLIT_MAX_PARTS = 4096 };
+static int64_t split_parts(ckrt_ctx *c, int64_t nout, int64_t cnt, int width, int64_t extra, int64_t *chunk) {
+    int64_t bytes = 0;
+    (void)ckrt_cu_scratch(c, &bytes);
+    int64_t avail = bytes / 8 - extra, parts = cnt / SPLIT_MIN_CHUNK;
+    if (nout < 1 || avail < 1) return 1;
+    if (parts > avail / (nout * width)) parts = avail / (nout * width);
+    if (parts > SPLIT_MAX_PARTS) parts = SPLIT_MAX_PARTS;
+    if (parts < 2) return 1;
+    *chunk = (cnt + parts - 1) / parts;
+    return (cnt + *chunk - 1) / *chunk;
+}
+
 static int cu_layer_norm(ckrt_ctx *c, float *y, float *mean, float *inv_std, const float *x, const float *scale,
                          const float *bias, int64_t rows, int64_t cols, float eps) {
     ckrt_dptr Y = P(y), M = P(mean), I = P(inv_std), X = P(x), S = P(scale), B = P(bias);
@@ -151,6 +168,17 @@ static int cu_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var,
                          int64_t C, int64_t S, float eps, float momentum, int training, int unbiased) {
     ckrt_dptr Y = P(y), RM = P(run_mean), RV = P(run_var), SM = P(saved_mean), SI = P(saved_inv_std), X = P(x),
               SC = P(scale), B = P(bias), M = P(mean), V = P(var);
+    int64_t cnt = N * S, chunk = 0, parts = split_parts(c, C, cnt, 1, 2 * C, &chunk);
+    if (training && !c->eval && parts > 1) { /* scratch: the parts, then mu (C doubles), then the float stats (2 C) */
+        int64_t bytes = 0;
+        ckrt_dptr part = ckrt_cu_scratch(c, &bytes), mu = part + (ckrt_dptr)(8 * C * parts), stat = mu + (ckrt_dptr)(8 * C),
+                  none = 0;
+        CKRT_TRY(g_bn_part(c, C * parts, &part, &C, &S, &cnt, &chunk, &X, &none));
+        CKRT_TRY(g_bn_mean(c, C, &mu, &part, &parts, &cnt));
+        CKRT_TRY(g_bn_part(c, C * parts, &part, &C, &S, &cnt, &chunk, &X, &mu));
+        CKRT_TRY(g_bn_stats(c, C, &stat, &RM, &RV, &SM, &SI, &mu, &part, &parts, &M, &V, &cnt, &eps, &momentum, &unbiased));
+        return g_bn_apply_stat(c, N * C * S, &Y, &X, &SC, &B, &stat, &C, &S);
+    }
     if (training && !c->eval) /* eval: as PyTorch's eval(), the running statistics, none updated */
         return g_batch_norm_train(c, C, &Y, &RM, &RV, &SM, &SI, &X, &SC, &B, &M, &V, &N, &C, &S, &eps, &momentum, &unbiased);
     return g_batch_norm_infer(c, N * C * S, &Y, &X, &SC, &B, &M, &V, &C, &S, &eps);
@@ -193,6 +221,13 @@ static int cu_reduce(ckrt_ctx *c, int op, ckrt_dtype dt, void *y, const void *x,
     ckrt_dptr Y = P(y), X = P(x);
     int64_t n = prod(nk, kdims);
     int mean = op == CKRT_REDUCE_MEAN, is64 = dt == CKRT_I64;
+    int64_t cnt = prod(nr, rdims), chunk = 0, parts = dt == CKRT_F32 ? split_parts(c, n, cnt, 1, 0, &chunk) : 1;
+    if (parts > 1) {
+        int64_t bytes = 0;
+        ckrt_dptr part = ckrt_cu_scratch(c, &bytes);
+        CKRT_TRY(g_reduce_part(c, n * parts, &part, &n, &chunk, &X, &nk, &KD, &KS, &nr, &RD, &RS));
+        return g_reduce_fin(c, n, &mean, &Y, &part, &parts, &cnt);
+    }
     if (dt == CKRT_F32) return g_reduce_f32(c, n, &mean, &Y, &X, &nk, &KD, &KS, &nr, &RD, &RS);
     if ((dt == CKRT_I64 || dt == CKRT_I32) && op == CKRT_REDUCE_SUM)
         return g_reduce_int(c, n, &is64, &Y, &X, &nk, &KD, &KS, &nr, &RD, &RS);
@@ -467,13 +502,29 @@ static int cu_layer_norm_grad(ckrt_ctx *c, float *dx, float *dscale, float *dbia
                               const float *scale, const float *mean, const float *inv_std, int64_t rows, int64_t cols) {
     ckrt_dptr DX = P(dx), DS = P(dscale), DB = P(dbias), DY = P(dy), X = P(x), S = P(scale), M = P(mean), I = P(inv_std);
     if (dx) CKRT_TRY(g_layer_norm_grad_row(c, rows, &DX, &DY, &X, &S, &M, &I, &cols));
-    if (dscale || dbias) CKRT_TRY(g_layer_norm_grad_col(c, cols, &DS, &DB, &DY, &X, &M, &I, &rows, &cols));
+    int64_t chunk = 0, parts = dscale || dbias ? split_parts(c, cols, rows, 2, 0, &chunk) : 1;
+    if (parts > 1) {
+        int64_t bytes = 0;
+        ckrt_dptr part = ckrt_cu_scratch(c, &bytes);
+        CKRT_TRY(g_lng_part(c, cols * parts, &part, &cols, &rows, &chunk, &DY, &X, &M, &I));
+        CKRT_TRY(g_lng_fin(c, cols, &DS, &DB, &part, &parts));
+    } else if (dscale || dbias) {
+        CKRT_TRY(g_layer_norm_grad_col(c, cols, &DS, &DB, &DY, &X, &M, &I, &rows, &cols));
+    }
     return CKRT_OK;
 }
 
 static int cu_batch_norm_grad(ckrt_ctx *c, float *dx, float *dscale, float *dbias, const float *dy, const float *x,
                               const float *scale, const float *mean, const float *inv_std, int64_t N, int64_t C, int64_t S) {
     ckrt_dptr DX = P(dx), DS = P(dscale), DB = P(dbias), DY = P(dy), X = P(x), SC = P(scale), M = P(mean), I = P(inv_std);
+    int64_t cnt = N * S, chunk = 0, parts = split_parts(c, C, cnt, 2, 2 * C, &chunk);
+    if (parts > 1) { /* scratch: the parts (2 doubles each), then the coefficients (2 C) */
+        int64_t bytes = 0;
+        ckrt_dptr part = ckrt_cu_scratch(c, &bytes), coef = part + (ckrt_dptr)(16 * C * parts);
+        CKRT_TRY(g_bng_part(c, C * parts, &part, &C, &S, &cnt, &chunk, &DY, &X, &M, &I));
+        CKRT_TRY(g_bng_fin(c, C, &DS, &DB, &coef, &part, &parts, &cnt));
+        return dx ? g_bng_dx(c, N * C * S, &DX, &DY, &X, &SC, &M, &I, &coef, &C, &S) : CKRT_OK;
+    }
     return g_batch_norm_grad(c, C, &DX, &DS, &DB, &DY, &X, &SC, &M, &I, &N, &C, &S);
 }
 
