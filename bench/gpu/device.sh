@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 R=$PWD
 K=$R/.gpukit
 O=${OUT:-$K/out}
-mkdir -p "$O"
+mkdir -p "$O" "$K/work"
 exec > >(tee "$O/device.log") 2>&1
 T0=$(date +%s)
 say() { echo "[+$(($(date +%s) - T0)) s] $*"; }
