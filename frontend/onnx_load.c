@@ -100,6 +100,7 @@ static int open_regular_fd(const char *path, uint64_t *size, const char **why) {
 typedef struct ext_map {
     const char *base;  /* NULL for an empty file */
     size_t size;
+    bool failed;       /* the file could not be opened or mapped: said once, for its first tensor */
 } ext_map;
 
 static size_t page_size(void) {
@@ -161,26 +162,45 @@ static void unmap_ext(void *ctx) {
     munmap((void *)m->base, m->size);
 }
 
-/* The mapping of path, made on first use. NULL (with an error reported) when the file cannot be
- * opened or mapped; failures are not remembered, so each tensor naming the file reports it. */
+/* A failed file, remembered (m: its entry, or NULL when none could be made) so that the tensors
+ * after the first that name it fail without a message each (a model whose data file is missing
+ * would otherwise print one line per initializer). */
+static ext_map *ext_failed(loader *L, const char *path) {
+    ext_map *m = ck_arena_alloc(L->g->arena, sizeof *m);
+    char *key = ck_arena_strdup(L->g->arena, path);
+    if (m && key) {
+        *m = (ext_map){.failed = true};
+        ck_map_put(L->maps, key, m);
+    }
+    return NULL;
+}
+
+/* The mapping of path, made on first use. NULL (with an error reported for the first tensor that
+ * names it) when the file cannot be opened or mapped. */
 static ext_map *map_external(loader *L, const char *what, const char *path) {
     if (!L->maps) L->maps = ck_map_new(L->g->arena, 16);
     ext_map *m = ck_map_get(L->maps, path);
+    if (m && m->failed) {
+        L->errors++;
+        return NULL;
+    }
     if (m) return m;
     const char *why;
     uint64_t size;
     int fd = open_regular_fd(path, &size, &why);
     if (fd < 0) {
-        LERR(L, "%s: cannot open external data file '%s': %s", what, path, why);
-        return NULL;
+        LERR(L, "%s: cannot open external data file '%s': %s (the other initializers stored there fail too; "
+                "said once)", what, path, why);
+        return ext_failed(L, path);
     }
     const char *base = NULL;
     if (size && size <= SIZE_MAX && (base = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
         base = NULL;
     close(fd);
     if (size && !base) {
-        LERR(L, "%s: cannot read external data file '%s'", what, path);
-        return NULL;
+        LERR(L, "%s: cannot read external data file '%s' (the other initializers stored there fail too; said once)",
+             what, path);
+        return ext_failed(L, path);
     }
     m = ck_arena_alloc(L->g->arena, sizeof *m);
     char *key = ck_arena_strdup(L->g->arena, path);

@@ -133,7 +133,7 @@ int ckrt_fail(ckrt_ctx *c, int code, const char *fmt, ...) __attribute__((format
 
 /* --profile (prof.c): a time mark per node (CKRT_NODE), summed per node over the steps after the
  * first, written to a file as time per step by kind of node and by node. */
-int ckrt_prof_start(ckrt_ctx *c);
+int ckrt_prof_start(ckrt_ctx *c, const char *path); /* fails when path cannot be written */
 void ckrt_prof_stop(ckrt_ctx *c);
 int ckrt_prof_mark(ckrt_ctx *c);
 int ckrt_prof_step_begin(ckrt_ctx *c);

@@ -288,7 +288,7 @@ static int run_program(run *r, int argc, char **argv) {
         if (r->ckpt_dir) ckrt_run_catch_signals();
         if (r->metrics && ckrt_dp_writes(r->dp) && !(r->metrics_f = fopen(r->metrics, r->resume ? "a" : "w")))
             rc = ckrt_fail(c, CKRT_ERR_IO, "cannot write '%s': %s", r->metrics, strerror(errno));
-        if (!rc && r->profile) rc = ckrt_prof_start(c);
+        if (!rc && r->profile) rc = ckrt_prof_start(c, r->profile);
         for (int64_t s = r->first_step; !rc && s < r->steps; s++) {
             double t0 = ckrt_run_now();
             if (r->profile) rc = ckrt_prof_step_begin(c);

@@ -42,7 +42,10 @@ static double host_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-int ckrt_prof_start(ckrt_ctx *c) {
+int ckrt_prof_start(ckrt_ctx *c, const char *path) {
+    FILE *f = fopen(path, "w"); /* a path that cannot be written fails now, not after the training */
+    if (!f) return ckrt_fail(c, CKRT_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    fclose(f);
     if (!(c->prof = calloc(1, sizeof *c->prof))) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate the profile");
     return CKRT_OK;
 }
