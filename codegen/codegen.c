@@ -758,14 +758,35 @@ static ck_status write_kernels_cu(const ck_graph *g, const ck_options *o, const 
     return st;
 }
 
+/* dir and the folders above it that do not exist yet (as mkdir -p); false with a message naming
+ * the folder that could not be made */
+static bool make_dirs(const char *dir, ck_diag *d) {
+    char p[4096];
+    size_t n = strlen(dir);
+    if (n >= sizeof p) {
+        ck_diag_add(d, "output directory path too long (%zu bytes)", n);
+        return false;
+    }
+    memcpy(p, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != 0) continue;
+        if (p[i - 1] == '/') continue; /* "a//b", a trailing '/' */
+        char keep = p[i];
+        p[i] = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+            ck_diag_add(d, "cannot create directory '%s': %s", p, strerror(errno));
+            return false;
+        }
+        p[i] = keep;
+    }
+    return true;
+}
+
 ck_status ck_codegen(const ck_graph *g, const ck_options *o, const ck_codegen_options *co, ck_diag *d) {
     CK_ASSERT(g->plan.done);
     ck_status st = ck_codegen_check(g, o, d);
     if (st) return st;
-    if (mkdir(co->out_dir, 0777) != 0 && errno != EEXIST) {
-        ck_diag_add(d, "cannot create directory '%s': %s", co->out_dir, strerror(errno));
-        return CK_ERR_IO;
-    }
+    if (!make_dirs(co->out_dir, d)) return CK_ERR_IO;
     uint64_t layout = 0;
     char path[4200];
     snprintf(path, sizeof path, "%s/weights.bin", co->out_dir);

@@ -194,6 +194,15 @@ for name, (text, needle) in bad.items():
     path = write_report(name.replace(" ", "_") + ".json", text)
     expect_error(f"compare: {name}", ["compare", base, path], needle, f"'{path}'")
 expect_error("compare: missing file", ["compare", os.path.join(tmp, "nope.json")], "cannot open", "nope.json")
+
+# -o DIR: the folders above DIR are made as needed (mkdir -p); a file in the way is named
+nested = os.path.join(tmp, "out", "a", "b")
+rc, out, err = run(os.path.join(SAMPLES, "mlp.onnx"), "--dim", "batch=2", "-o", nested)
+check("-o makes the folders above DIR", rc == 0 and os.path.exists(os.path.join(nested, "trainer.c")), f"rc={rc} {err[:300]!r}")
+blocker = write_report("a_file", "x")
+rc, out, err = run(os.path.join(SAMPLES, "mlp.onnx"), "--dim", "batch=2", "-o", os.path.join(blocker, "sub"))
+check("-o under a file", rc == 2 and f"ckptc: error: {os.path.join(SAMPLES, 'mlp.onnx')}: cannot create directory "
+      f"'{os.path.join(blocker, 'sub')}': Not a directory" in err, f"rc={rc} {err[:400]!r}")
 shutil.rmtree(tmp)
 
 print(f"{passed} passed, {failed} failed")
