@@ -306,7 +306,10 @@ static ck_status ck_grad_unary(ck_ad *a, ck_node *n, ck_value **dy, ck_value **d
         dx[0] = op1(a, CK_OP_NEG, dy[0]);
         return CK_OK;
     }
-    ck_node *m = node(a, CK_OP_UNARY_GRAD, 2, (ck_value *[]){dy[0], n->in[0]}, 1);
+    /* Relu's derivative reads its output (y > 0 exactly where x > 0, NaN included: relu(NaN) = 0),
+     * so that the backward keeps one tensor of a BatchNorm -> Relu pair, not both */
+    ck_value *at = n->op == CK_OP_RELU ? n->out[0] : n->in[0];
+    ck_node *m = node(a, CK_OP_UNARY_GRAD, 2, (ck_value *[]){dy[0], at}, 1);
     attr_i(a, m, "op", n->op);
     copy_attrs(a, m, n); /* alpha, beta, approximate...: codegen picks the runtime code and its arguments from them */
     if (n->op == CK_OP_CLIP) {
