@@ -7,6 +7,7 @@
  * the problem in their exporter's graph.
  */
 #include "ck_ir.h"
+#include "ckrt_conv_batch.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -440,8 +441,10 @@ ck_status ck_infer_conv(ck_node *n, ck_diag *d) {
     return CK_OK;
 }
 
-/* The CPU kernel lowers one image (one group) at a time to a column matrix for GEMM:
- * (C/group * prod(kernel)) x prod(out spatial) floats. 1x1 stride-1 unpadded convs need none. */
+/* The kernels lower one image (one group) at a time to a column matrix for GEMM:
+ * (C/group * prod(kernel)) x prod(out spatial) floats, or B images side by side plus a staging
+ * matrix where the images have few output positions (ckrt_conv_batch.h). 1x1 stride-1 unpadded
+ * convs need none. */
 int64_t ck_ws_conv(const ck_node *n) {
     const ck_value *x = n->in[0], *w = n->in[1], *y = n->out[0];
     int64_t k = w->dims[1], sp = 1;
@@ -454,7 +457,8 @@ int64_t ck_ws_conv(const ck_node *n) {
     const ck_attr *pads = ck_attr_find(n, "pads");
     for (int i = 0; pads && i < pads->n; i++) trivial = trivial && pads->ints[i] == 0;
     if (trivial && strcmp(ck_attr_str(n, "auto_pad", "NOTSET"), "NOTSET") == 0) return 0;
-    return k * sp * (int64_t)ck_dtype_size(x->dtype);
+    int64_t group = ck_attr_int(n, "group", 1), mg = w->dims[0] / (group > 0 ? group : 1);
+    return ck_conv_ws_floats(ck_conv_batch(x->dims[0], group, mg, k, sp), mg, k, sp) * (int64_t)ck_dtype_size(x->dtype);
 }
 
 ck_status ck_infer_pool(ck_node *n, ck_diag *d) {

@@ -4,6 +4,7 @@
  * attributes here are invariant violations (CK_ASSERT), while shapes are still checked.
  */
 #include "ck_ir.h"
+#include "ckrt_conv_batch.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -123,7 +124,8 @@ ck_status ck_infer_optimizer(ck_node *n, ck_diag *d) {
 }
 
 /* The CPU conv-gradient kernels (runtime/cpu_train_conv.c) lower one image (one group) at a time
- * through a column matrix: (C/group * prod(kernel)) x prod(dy spatial) floats, every byte written
+ * through a column matrix: (C/group * prod(kernel)) x prod(dy spatial) floats, or B images side by
+ * side plus a staging matrix for dy where the images have few positions (ckrt_conv_batch.h), every byte written
  * (ConvGradInput: w_g^T dy_g; ConvGradWeight: im2col(x_g)). A 1x1 conv with no begin padding
  * whose output is as large as its input needs none (x or dx is its own column matrix): the
  * kernels test exactly this on the resolved pads, and auto_pad resolves to no padding there. */
@@ -144,5 +146,6 @@ int64_t ck_ws_conv_grad(const ck_node *n) {
     if (strcmp(ck_attr_str(n, "auto_pad", "NOTSET"), "NOTSET") == 0 && pads && pads->n == 2 * (dy->rank - 2))
         for (int i = 0; i < dy->rank - 2; i++) direct = direct && pads->ints[i] == 0;
     if (direct || ck_value_numel(dy) == 0) return 0;
-    return k * sp * (int64_t)ck_dtype_size(dy->dtype);
+    int64_t mg = dy->dims[1] / (group > 0 ? group : 1);
+    return ck_conv_ws_floats(ck_conv_batch(dy->dims[0], group, mg, k, sp), mg, k, sp) * (int64_t)ck_dtype_size(dy->dtype);
 }

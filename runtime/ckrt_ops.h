@@ -113,7 +113,9 @@ int ckrt_matmul(ckrt_ctx *c, float *y, const float *a, const float *b, int64_t M
 
 /* x: (N, C, in_sp...), w: (M, C/group, k...), b: (M) or NULL, y: (N, M, out_sp...); nsp spatial
  * axes; pads_begin per axis (the end pads follow from out_sp). Lowered per image and group to
- * im2col + GEMM: ws holds one column matrix, (C/group * prod(k)) x prod(out_sp) floats (ck_ws_conv);
+ * im2col + GEMM: ws holds one column matrix, (C/group * prod(k)) x prod(out_sp) floats (ck_ws_conv),
+ * or B images' columns side by side and a staging matrix where images have few output positions
+ * (ckrt_conv_batch.h);
  * NULL only for 1x1 convolutions with unit strides and no padding, which read x directly. */
 int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float *b, float *ws, int nsp, int64_t N,
               int64_t C, int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,

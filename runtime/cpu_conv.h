@@ -16,6 +16,7 @@
 #define CKRT_CPU_CONV_H
 
 #include "ckrt.h"
+#include "ckrt_conv_batch.h"
 #include "ckrt_kernels_move.h"
 #include "ckrt_pool.h"
 
@@ -25,7 +26,7 @@ typedef struct {
     int nsp, last;
     int64_t in_n, out_n, taps, run, n_runs; /* run: the last axis's length; n_runs: runs per row */
     int64_t instr[CKRT_MAX_RANK];           /* the input's element strides */
-    int64_t col_rs, col_cs;                 /* col2im: the column matrix's row and column strides */
+    int64_t col_rs, col_cs;                 /* the column matrix's row and column strides (im2col: col_cs 1) */
     const int64_t *in_sp, *out_sp, *k, *st, *pb, *dl;
 } ck_conv_geom;
 
@@ -40,7 +41,8 @@ static inline void ck_conv_geom_init(ck_conv_geom *g, int nsp, const int64_t *in
         g->taps *= k[d];
     }
     g->run = out_sp[g->last];
-    g->col_rs = g->out_n, g->col_cs = 1; /* row-major; ckrt_conv_grad_input may hand col2im its transpose */
+    g->col_rs = g->out_n, g->col_cs = 1; /* row-major; batched images widen the rows, and
+                                          * ckrt_conv_grad_input may hand col2im the transpose */
     g->n_runs = g->out_n / g->run;
     g->in_sp = in_sp, g->out_sp = out_sp, g->k = k, g->st = st, g->pb = pb, g->dl = dl;
 }
@@ -93,7 +95,7 @@ static inline void ck_cpu_im2col_2d(float *col, const float *img, int64_t r0, in
     for (int64_t r = r0; r < r1; r++) {
         int64_t t = r % g->taps, kh = t / k1, kw = t % k1, j0, j1;
         const float *src = img + (r / g->taps) * g->in_n;
-        float *dst = col + r * g->out_n;
+        float *dst = col + r * g->col_rs;
         int64_t p0 = ck_k_tap(0, kw, g->st[1], g->pb[1], g->dl[1]);
         ck_conv_valid(g, p0, &j0, &j1);
         for (int64_t oh = 0; oh < OH; oh++, dst += run) {
@@ -116,7 +118,7 @@ static inline void ck_cpu_im2col_rows(float *col, const float *img, int64_t r0, 
         int64_t kk[CKRT_MAX_RANK], o[CKRT_MAX_RANK] = {0}, off, j0, j1;
         ck_conv_tap(g, r % g->taps, kk);
         const float *src = img + (r / g->taps) * g->in_n;
-        float *dst = col + r * g->out_n;
+        float *dst = col + r * g->col_rs;
         int64_t p0 = ck_k_tap(0, kk[last], st, g->pb[last], g->dl[last]);
         ck_conv_valid(g, p0, &j0, &j1);
         for (int64_t q = 0; q < g->n_runs; q++, dst += run) {

@@ -149,6 +149,27 @@ int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float
     int64_t Cg = C / group, Mg = M / group, R = Cg * taps;
     ck_conv_geom geom;
     ck_conv_geom_init(&geom, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
+    int64_t B = direct ? 1 : ck_conv_batch(N, group, Mg, R, out_n);
+    if (B > 1) { /* B images side by side (group 1): col (R, nb out_n), then y from the staging matrix */
+        float *stage = ws + R * B * out_n;
+        for (int64_t n0 = 0; n0 < N; n0 += B) {
+            int64_t nb = N - n0 < B ? N - n0 : B, cols = nb * out_n;
+            geom.col_rs = cols;
+            for (int64_t i = 0; i < nb; i++) ck_cpu_im2col(ws + i * out_n, x + (n0 + i) * C * in_n, C, &geom);
+            /* stage (M, nb out_n) = w (M, R) @ col (R, nb out_n) */
+            ckrt_conv_sgemm_2(false, false, M, cols, R, 1.0f, w, R, ws, cols, 0.0f, stage, cols);
+            for (int64_t i = 0; i < nb; i++)
+                for (int64_t m = 0; m < M; m++) {
+                    float *ym = y + ((n0 + i) * M + m) * out_n, bm = b ? b[m] : 0.0f;
+                    const float *sm = stage + m * cols + i * out_n;
+                    if (b)
+                        for (int64_t s = 0; s < out_n; s++) ym[s] = sm[s] + bm;
+                    else
+                        memcpy(ym, sm, sizeof(float) * (size_t)out_n);
+                }
+        }
+        return CKRT_OK;
+    }
     for (int64_t n = 0; n < N; n++) {
         for (int64_t g = 0; g < group; g++) {
             const float *img = x + (n * C + g * Cg) * in_n;

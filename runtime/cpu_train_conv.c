@@ -7,8 +7,11 @@
  *           dx element the sum of the column entries that read it, in a fixed order); with fewer
  *           than 16 output positions, col^T = dy_g^T w_g instead (the GEMM runs ~2x faster with
  *           its long side R as rows), read by col2im through strides;
+ *           with few positions and a large product, B images at once (ckrt_conv_batch.h): dy's
+ *           images gathered side by side into a staging matrix, one col^T for all of them;
  *   weight: col = im2col(x_g) (cpu_conv.h), then dw_g += dy_g col^T, image after image (the first image
- *           writes, the others accumulate), so dw is summed in image order.
+ *           writes, the others accumulate), so dw is summed in image order; batched as the
+ *           input gradient is, B images' columns side by side, batch after batch.
  * A 1x1 convolution with no begin padding and an output as large as its input needs no column
  * matrix (x, or dx, is its own), as in the forward; the planner then reserves no workspace, so
  * direct_conv below must agree exactly with ck_ws_conv_grad (ir/infer_train.c).
@@ -45,6 +48,13 @@ static int grad_geometry(ckrt_ctx *c, const float *ws, int nsp, const int64_t *i
     return CKRT_OK;
 }
 
+/* stage (M, nb out_n) = images n0 .. n0 + nb - 1 of dy (N, M, out_n), side by side */
+static void gather_dy(float *stage, const float *dy, int64_t n0, int64_t nb, int64_t M, int64_t out_n) {
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t i = 0; i < nb; i++)
+            memcpy(stage + (m * nb + i) * out_n, dy + ((n0 + i) * M + m) * out_n, sizeof(float) * (size_t)out_n);
+}
+
 int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w, float *ws, int nsp, int64_t N, int64_t C,
                          int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
                          const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
@@ -62,6 +72,18 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
      * the GEMM's vectorized one (2x the speed there); col2im reads it through its strides */
     bool transposed = !direct && out_n < CK_DGRAD_T_MAX_POSITIONS && R * out_n * Mg >= CK_DGRAD_T_MIN_MNK;
     if (transposed) geom.col_rs = 1, geom.col_cs = R;
+    int64_t B = direct ? 1 : ck_conv_batch(N, group, Mg, R, out_n);
+    if (B > 1) { /* B images at once (group 1): dy gathered as (M, nb out_n), col^T (nb out_n, R) */
+        float *stage = ws + R * B * out_n;
+        geom.col_rs = 1, geom.col_cs = R;
+        for (int64_t n0 = 0; n0 < N; n0 += B) {
+            int64_t nb = N - n0 < B ? N - n0 : B, cols = nb * out_n;
+            gather_dy(stage, dy, n0, nb, M, out_n);
+            ckrt_conv_sgemm_2(true, false, cols, R, M, 1.0f, stage, cols, w, R, 0.0f, ws, R);
+            for (int64_t i = 0; i < nb; i++) ck_cpu_col2im(dx + (n0 + i) * C * in_n, ws + i * out_n * R, C, &geom);
+        }
+        return CKRT_OK;
+    }
     for (int64_t n = 0; n < N; n++) {
         for (int64_t g = 0; g < group; g++) {
             float *dxg = dx + (n * C + g * Cg) * in_n;
@@ -93,6 +115,19 @@ int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *
     int direct;
     ck_conv_geom geom;
     CKRT_TRY(grad_geometry(c, ws, nsp, in_sp, out_sp, k, strides, pads_begin, dilations, &geom, &direct));
+    int64_t B = direct ? 1 : ck_conv_batch(N, group, Mg, R, out_n);
+    if (B > 1) { /* B images at once (group 1): col (R, nb out_n), dy gathered as (M, nb out_n) */
+        float *stage = ws + R * B * out_n;
+        for (int64_t n0 = 0; n0 < N; n0 += B) {
+            int64_t nb = N - n0 < B ? N - n0 : B, cols = nb * out_n;
+            geom.col_rs = cols;
+            for (int64_t i = 0; i < nb; i++) ck_cpu_im2col(ws + i * out_n, x + (n0 + i) * C * in_n, C, &geom);
+            gather_dy(stage, dy, n0, nb, M, out_n);
+            /* dw (M, R) (+)= dy (M, nb out_n) @ col^T (nb out_n, R), batches in order */
+            ckrt_conv_sgemm_2(false, true, M, R, cols, 1.0f, stage, cols, ws, cols, n0 == 0 ? 0.0f : 1.0f, dw, R);
+        }
+        return CKRT_OK;
+    }
     for (int64_t n = 0; n < N; n++) {
         for (int64_t g = 0; g < group; g++) {
             const float *img = x + (n * C + g * Cg) * in_n, *dyg = dy + (n * M + g * Mg) * out_n, *col = img;

@@ -75,9 +75,14 @@ static void expect_close(const char *what, const float *got, const double *want,
     ck_assert_msg(err <= 1e-5 * fmax(1.0, scale), "%s: max error %g (scale %g)", what, err, scale);
 }
 
-/* The planned workspace (ck_ws_conv, ck_ws_conv_grad): the column matrix, for every kernel. */
+/* The planned workspace (ck_ws_conv, ck_ws_conv_grad): the column matrix, for every kernel, of
+ * one image or of B side by side with the staging matrix (ckrt_conv_batch.h). */
+static int64_t images_per_gemm(const geo *g, const int64_t *out) {
+    return ck_conv_batch(g->N, g->group, g->M / g->group, (g->C / g->group) * prod(g->nsp, g->k), prod(g->nsp, out));
+}
 static int64_t planned_ws(const geo *g, const int64_t *out) {
-    return (g->C / g->group) * prod(g->nsp, g->k) * prod(g->nsp, out) * 4;
+    int64_t R = (g->C / g->group) * prod(g->nsp, g->k);
+    return ck_conv_ws_floats(images_per_gemm(g, out), g->M / g->group, R, prod(g->nsp, out)) * 4;
 }
 
 enum { FWD = 1, BWD_DATA = 2 };
@@ -103,6 +108,8 @@ static void run_kind(const geo *g, const int64_t *out_sp, int kind, float *res, 
                                        g->pb, g->dl);
         ck_assert_msg(rc == CKRT_OK, "kind %d: %s", kind, c.msg);
         for (int i = 0; i < GUARD; i++) ck_assert_msg(ws[ws_bytes + i] == 0xA5, "kind %d wrote past its workspace", kind);
+        if (images_per_gemm(g, out_sp) > 1) /* batched: the whole workspace is used (measured == planned) */
+            ck_assert_msg(memcmp(ws + ws_bytes - 4, "\xA5\xA5\xA5\xA5", 4) != 0, "kind %d left its workspace's end unwritten", kind);
     }
     ckrt_threads_set(1);
     ck_assert_msg(memcmp(res, again, sizeof(float) * (size_t)n) == 0, "kind %d: 1 and 3 threads differ", kind);
@@ -153,7 +160,9 @@ static const geo geos[] = {
     {2, 2, 6, 6, 6, {6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},      /* depthwise */
     {2, 2, 16, 128, 1, {8, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 0},   /* GEMMs cut in two by rows */
     {2, 2, 8, 32, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},   /* ... by columns */
-    {2, 2, 64, 128, 1, {4, 4}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 0},   /* 2x2 output: input gradient as col^T */
+    {2, 1, 64, 128, 1, {4, 4}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 0},   /* 2x2 output: input gradient as col^T */
+    {2, 2, 64, 128, 1, {4, 4}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 0},   /* ... and 2 images per GEMM */
+    {2, 10, 32, 128, 1, {6, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1},  /* 3x3 output: 8 images, then 2 */
 };
 
 START_TEST(conv_matches_reference) { check_geo(&geos[_i]); }
