@@ -163,6 +163,7 @@ static const geo geos[] = {
     {2, 1, 64, 128, 1, {4, 4}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 0},   /* 2x2 output: input gradient as col^T */
     {2, 2, 64, 128, 1, {4, 4}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 0},   /* ... and 2 images per GEMM */
     {2, 10, 32, 128, 1, {6, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1},  /* 3x3 output: 8 images, then 2 */
+    {2, 3, 32, 128, 1, {8, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 0},   /* 4x4 output: 3 images in one GEMM */
 };
 
 START_TEST(conv_matches_reference) { check_geo(&geos[_i]); }
