@@ -9,8 +9,10 @@
  * then columns, ascending: tap order), so every result is bit for bit the generic one: max keeps
  * the first maximum (v > best, NaN never replaces), average sums in tap order and divides by the
  * same count (product of the per-axis counts, as ck_k_pool_divisor), and the gradient adds onto
- * dx in ascending window order. Image planes (n, c) are independent: they are spread over the
- * pool in fixed blocks, which changes no sum.
+ * dx in ascending window order. Max windows inside the input along the last axis go up to 64
+ * output columns at a time (row_max: the same fold per column, the columns in vector lanes; the
+ * gradient finds each maximum's first tap by value, first_tap_of, and adds in column order). Image planes (n, c) are independent: they are
+ * spread over the pool in fixed blocks, which changes no sum.
  */
 #include "ckrt.h"
 #include "ckrt_pool.h"
@@ -71,6 +73,74 @@ static inline int64_t window_max(const float *img, int64_t W, axis_win h, axis_w
     return at;
 }
 
+enum { POOL_LANES = 64 }; /* output columns whose windows one row_max folds side by side */
+
+/* The first maxima of the windows of n consecutive output columns from ow0, whose taps along the
+ * last axis all lie inside the input and whose row range h holds at least one row: window_max's
+ * fold (the first tap, then v > best in tap order) per column, with the taps outer and the
+ * columns inner, so that the columns' folds run in vector lanes. at: the maxima's flat indices in
+ * the plane, or NULL when not wanted. sw is a constant where the callers below can make it one. */
+static inline __attribute__((always_inline)) void row_max(const float *restrict img, int64_t W, axis_win h, int64_t dh,
+                                                          int64_t kw, int64_t dw, int64_t sw, int64_t pbw, int64_t ow0,
+                                                          int64_t n, float *restrict best, int64_t *restrict at) {
+    int64_t r0 = (h.base + h.t0 * dh) * W - pbw + ow0 * sw;
+    for (int64_t c = 0; c < n; c++) best[c] = img[r0 + c * sw];
+    for (int64_t c = 0; at && c < n; c++) at[c] = r0 + c * sw;
+    for (int64_t th = h.t0; th < h.t1; th++)
+        for (int64_t tw = th == h.t0 ? 1 : 0; tw < kw; tw++) {
+            int64_t r = (h.base + th * dh) * W - pbw + ow0 * sw + tw * dw;
+            if (!at) { /* the values alone (no indices wanted): the same fold */
+                for (int64_t c = 0; c < n; c++) {
+                    float v = img[r + c * sw], b = best[c];
+                    best[c] = v > b ? v : b;
+                }
+                continue;
+            }
+            for (int64_t c = 0; c < n; c++) { /* selects, not branches: the loop vectorizes */
+                float v = img[r + c * sw], b = best[c];
+                int64_t a = at[c];
+                bool gt = v > b;
+                best[c] = gt ? v : b;
+                at[c] = gt ? r + c * sw : a;
+            }
+        }
+}
+
+/* row_max with the stride a constant for the common strides (the loads then need no gather);
+ * at NULL: the values only. */
+CK_VEC static void row_max_any(const float *img, int64_t W, axis_win h, int64_t dh, int64_t kw, int64_t dw, int64_t sw, int64_t pbw,
+                               int64_t ow0, int64_t n, float *best, int64_t *at) {
+    if (!at && sw == 2) row_max(img, W, h, dh, kw, dw, 2, pbw, ow0, n, best, NULL);
+    else if (!at) row_max(img, W, h, dh, kw, dw, sw, pbw, ow0, n, best, NULL);
+    else if (sw == 1) row_max(img, W, h, dh, kw, dw, 1, pbw, ow0, n, best, at);
+    else if (sw == 2) row_max(img, W, h, dh, kw, dw, 2, pbw, ow0, n, best, at);
+    else row_max(img, W, h, dh, kw, dw, sw, pbw, ow0, n, best, at);
+}
+
+/* Where window_max's fold found best, in a window whose columns from col lie inside the input:
+ * the first tap in tap order holding best (the fold keeps the first maximum, and no earlier tap
+ * equals it), or the first tap when best is a NaN (only a first tap's NaN survives the fold). */
+static inline int64_t first_tap_of(const float *img, int64_t W, axis_win h, int64_t dh, int64_t kw, int64_t dw, int64_t col,
+                                   float best) {
+    int64_t first = (h.base + h.t0 * dh) * W + col;
+    if (best != best) return first;
+    for (int64_t th = h.t0; th < h.t1; th++)
+        for (int64_t tw = 0; tw < kw; tw++) {
+            int64_t o = (h.base + th * dh) * W + col + tw * dw;
+            if (img[o] == best) return o;
+        }
+    return first; /* not reached: best is one of the taps */
+}
+
+/* The output columns [*lo, *hi) whose windows lie inside the input along the last axis. */
+static void inner_columns(const pool2d_job *j, int64_t *lo, int64_t *hi) {
+    int64_t W = j->in_sp[1], OW = j->out_sp[1], kw = j->k[1], sw = j->st[1], pb = j->pb[1], dw = j->dl[1];
+    int64_t last = W - 1 - (kw - 1) * dw + pb; /* base + (kw - 1) dw <= W - 1 <=> ow sw <= last */
+    int64_t a = (pb + sw - 1) / sw, b = last < 0 ? 0 : last / sw + 1;
+    *lo = a < OW ? a : OW;
+    *hi = b < *lo ? *lo : b < OW ? b : OW;
+}
+
 static inline int64_t divisor(const pool2d_job *j, axis_win h, axis_win w) {
     return j->count_include_pad ? h.pad * w.pad : (h.t1 - h.t0) * (w.t1 - w.t0);
 }
@@ -79,12 +149,21 @@ CK_VEC static void pool_planes(void *arg, int64_t p0, int64_t p1) {
     const pool2d_job *j = arg;
     int64_t W = j->in_sp[1], in_n = j->in_sp[0] * W, OH = j->out_sp[0], OW = j->out_sp[1], dh = j->dl[0], dw = j->dl[1];
     float *y = j->y;
-    int64_t *ind = j->indices;
+    int64_t *ind = j->indices, lo, hi, run_at[POOL_LANES];
+    inner_columns(j, &lo, &hi);
     for (int64_t p = p0; p < p1; p++) {
         const float *img = j->x + p * in_n;
         for (int64_t oh = 0; oh < OH; oh++) {
             axis_win h = axis_window(oh, j->k[0], j->st[0], j->pb[0], j->pe[0], dh, j->in_sp[0]);
+            bool fast = j->kind == CKRT_POOL_MAX && h.t1 > h.t0;
             for (int64_t ow = 0; ow < OW; ow++) {
+                if (fast && ow >= lo && ow < hi) { /* a run of inner columns at once */
+                    int64_t n = hi - ow < POOL_LANES ? hi - ow : POOL_LANES, i = (p * OH + oh) * OW + ow;
+                    row_max_any(img, W, h, dh, j->k[1], dw, j->st[1], j->pb[1], ow, n, y + i, ind ? run_at : NULL);
+                    for (int64_t c = 0; ind && c < n; c++) ind[i + c] = p * in_n + run_at[c];
+                    ow += n - 1;
+                    continue;
+                }
                 axis_win w = axis_window(ow, j->k[1], j->st[1], j->pb[1], j->pe[1], dw, W);
                 int64_t i = (p * OH + oh) * OW + ow;
                 if (j->kind == CKRT_POOL_MAX) {
@@ -106,13 +185,26 @@ CK_VEC static void pool_planes(void *arg, int64_t p0, int64_t p1) {
 CK_VEC static void pool_grad_planes(void *arg, int64_t p0, int64_t p1) {
     const pool2d_job *j = arg;
     int64_t W = j->in_sp[1], in_n = j->in_sp[0] * W, OH = j->out_sp[0], OW = j->out_sp[1], dh = j->dl[0], dw = j->dl[1];
+    int64_t lo, hi;
+    float run_best[POOL_LANES];
+    inner_columns(j, &lo, &hi);
     for (int64_t p = p0; p < p1; p++) {
         const float *img = j->x + p * in_n, *dy = j->dy + p * OH * OW;
         float *d = j->dx + p * in_n;
         memset(d, 0, sizeof(float) * (size_t)in_n);
         for (int64_t oh = 0; oh < OH; oh++) {
             axis_win h = axis_window(oh, j->k[0], j->st[0], j->pb[0], j->pe[0], dh, j->in_sp[0]);
+            bool fast = j->kind == CKRT_POOL_MAX && h.t1 > h.t0;
             for (int64_t ow = 0; ow < OW; ow++) {
+                if (fast && ow >= lo && ow < hi) { /* the maxima of a run of inner columns, then their adds in order */
+                    int64_t n = hi - ow < POOL_LANES ? hi - ow : POOL_LANES;
+                    row_max_any(img, W, h, dh, j->k[1], dw, j->st[1], j->pb[1], ow, n, run_best, NULL);
+                    for (int64_t c = 0; c < n; c++)
+                        d[first_tap_of(img, W, h, dh, j->k[1], dw, (ow + c) * j->st[1] - j->pb[1], run_best[c])] +=
+                            dy[oh * OW + ow + c];
+                    ow += n - 1;
+                    continue;
+                }
                 axis_win w = axis_window(ow, j->k[1], j->st[1], j->pb[1], j->pe[1], dw, W);
                 float g = dy[oh * OW + ow], best;
                 if (j->kind == CKRT_POOL_MAX) {

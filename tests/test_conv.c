@@ -207,6 +207,9 @@ static const pool_geo pool_geos[] = {
     {{5, 5}, {2, 2}, {3, 3}, {0, 0}, {2, 2}, {1, 1}},  /* ceil mode: last windows partly outside */
     {{4, 4}, {1, 1}, {2, 2}, {0, 0}, {0, 0}, {1, 1}},  /* 1x1 strided */
     {{3, 4}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},  /* every edge window padded */
+    {{7, 150}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, /* 3x3/s2 rows of 73 inner windows: 64 at once, then 9 */
+    {{5, 70}, {3, 2}, {1, 1}, {1, 0}, {1, 1}, {1, 2}},  /* stride 1, dilated columns */
+    {{6, 40}, {2, 2}, {3, 3}, {0, 0}, {2, 2}, {1, 1}},  /* stride 3 (no constant-stride copy of the row fold) */
 };
 
 static void pool_case(const pool_geo *g, int kind, int cip) {
@@ -218,11 +221,16 @@ static void pool_case(const pool_geo *g, int kind, int cip) {
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)ny);
     fill(x, nx, 3u), fill(dy, ny, 5u);
     for (int64_t i = 0; i < nx; i += 5) x[i] = 0.25f; /* ties */
-    x[nx / 2] = NAN;
+    x[nx / 2] = x[nx / 3] = x[7] = NAN; /* a NaN first in a window stays, a later one never replaces */
     ckrt_ctx c;
     memset(&c, 0, sizeof c);
     for (int threads = 1; threads <= 3; threads += 2) {
         ckrt_threads_set(threads);
+        ck_assert_int_eq(ckrt_pool(&c, kind, y, NULL, x, 2, N, C, g->in, out, g->k, g->st, g->pb, g->pe, g->dl, cip), CKRT_OK);
+        for (int64_t i = 0; i < ny; i++) { /* without indices (a path of its own) */
+            float want = ck_k_pool(i, kind, x, 2, g->in, out, g->k, g->st, g->pb, g->pe, g->dl, cip, &(int64_t){0});
+            ck_assert_msg(memcmp(&want, &y[i], sizeof want) == 0, "pool %d y[%lld] (no indices): %a vs %a", kind, (long long)i, y[i], want);
+        }
         ck_assert_int_eq(ckrt_pool(&c, kind, y, idx, x, 2, N, C, g->in, out, g->k, g->st, g->pb, g->pe, g->dl, cip), CKRT_OK);
         ck_assert_int_eq(ckrt_pool_grad(&c, kind, dx, dy, x, 2, N, C, g->in, out, g->k, g->st, g->pb, g->pe, g->dl, cip), CKRT_OK);
         for (int64_t i = 0; i < ny; i++) {
