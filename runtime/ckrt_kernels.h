@@ -41,6 +41,12 @@ CK_DEV int64_t ck_k_offset(int64_t i, int rank, const int64_t *dims, const int64
 /* Mod's remainders (the helpers its CKRT_BINARY_OPS rows call). fmod=0: the sign of the divisor,
  * as Python's %; fmod=1: the sign of the dividend, as C's % and fmod. An integer divisor of 0
  * yields 0 (the CPU reports it as an error first). */
+/* Chunk p of [0, cnt) in chunks of `chunk`: [*lo, *hi) (the split reductions' parts). */
+CK_DEV void ck_k_chunk(int64_t p, int64_t chunk, int64_t cnt, int64_t *lo, int64_t *hi) {
+    *lo = p * chunk;
+    *hi = *lo + chunk < cnt ? *lo + chunk : cnt;
+}
+
 CK_DEV int64_t ck_k_fmod_i64(int64_t a, int64_t b) { return b == 0 || b == -1 ? 0 : a % b; }
 CK_DEV int64_t ck_k_mod_i64(int64_t a, int64_t b) {
     int64_t r = ck_k_fmod_i64(a, b);
@@ -355,6 +361,30 @@ CK_DEV float ck_k_batch_norm_apply1(float x, float mean, float inv_std, float sc
  * (the ONNX spec and its node tests use the biased variance, PyTorch the unbiased one; cnt 1
  * keeps the biased one), both from the double statistics; saved_mean = mean_f,
  * saved_inv_std = inv_std_f. */
+/* One element of BatchNorm's input gradient: k0 (dy - mb - xhat ms), xhat = (x - mu) is, k0 = scale
+ * is, mb and ms the channel's mean of dy and of dy xhat (ck_k_batch_norm_grad_channel and the
+ * GPU's split backward, ck_k_bng_dx). */
+CK_DEV float ck_k_batch_norm_grad_dx1(float dy, float x, double mu, double is, double k0, double mb, double ms) {
+    double xh = ((double)x - mu) * is;
+    return (float)(k0 * ((double)dy - mb - xh * ms));
+}
+
+/* Channel ch's statistics from its double mean mu and sum of squared deviations q over cnt
+ * elements: *mean_f, *inv_std_f, and the running and saved statistics as above (the part of
+ * ck_k_batch_norm_train_channel after the sums; the GPU's split statistics, ck_k_bn_stats, end
+ * with it too). */
+CK_DEV void ck_k_batch_norm_finish(int64_t ch, double mu, double q, int64_t cnt, float *run_mean, float *run_var,
+                                   float *saved_mean, float *saved_inv_std, const float *in_mean, const float *in_var,
+                                   float eps, float momentum, int unbiased, float *mean_f, float *inv_std_f) {
+    double var = cnt > 0 ? q / (double)cnt : 0.0;
+    *mean_f = (float)mu, *inv_std_f = (float)(1.0 / sqrt(var + (double)eps));
+    double rv = unbiased && cnt > 1 ? var * ((double)cnt / (double)(cnt - 1)) : var;
+    if (run_mean) run_mean[ch] = (float)((double)momentum * in_mean[ch] + (1.0 - (double)momentum) * mu);
+    if (run_var) run_var[ch] = (float)((double)momentum * in_var[ch] + (1.0 - (double)momentum) * rv);
+    if (saved_mean) saved_mean[ch] = *mean_f;
+    if (saved_inv_std) saved_inv_std[ch] = *inv_std_f;
+}
+
 CK_DEV void ck_k_batch_norm_train_channel(int64_t ch, float *y, float *run_mean, float *run_var, float *saved_mean,
                                           float *saved_inv_std, const float *x, const float *scale, const float *bias,
                                           const float *in_mean, const float *in_var, int64_t N, int64_t C, int64_t S,
@@ -370,18 +400,14 @@ CK_DEV void ck_k_batch_norm_train_channel(int64_t ch, float *y, float *run_mean,
             double d = x[(n * C + ch) * S + k] - mu;
             q += d * d;
         }
-    double var = cnt > 0 ? q / (double)cnt : 0.0;
-    float mean_f = (float)mu, inv_std_f = (float)(1.0 / sqrt(var + (double)eps));
+    float mean_f, inv_std_f;
+    ck_k_batch_norm_finish(ch, mu, q, cnt, run_mean, run_var, saved_mean, saved_inv_std, in_mean, in_var, eps, momentum,
+                           unbiased, &mean_f, &inv_std_f);
     for (int64_t n = 0; n < N; n++)
         for (int64_t k = 0; k < S; k++) {
             int64_t i = (n * C + ch) * S + k;
             y[i] = ck_k_batch_norm_apply1(x[i], mean_f, inv_std_f, scale[ch], bias[ch]);
         }
-    double rv = unbiased && cnt > 1 ? var * ((double)cnt / (double)(cnt - 1)) : var;
-    if (run_mean) run_mean[ch] = (float)((double)momentum * in_mean[ch] + (1.0 - (double)momentum) * mu);
-    if (run_var) run_var[ch] = (float)((double)momentum * in_var[ch] + (1.0 - (double)momentum) * rv);
-    if (saved_mean) saved_mean[ch] = mean_f;
-    if (saved_inv_std) saved_inv_std[ch] = inv_std_f;
 }
 
 /* ---------------------------------------------------------------- counter-based RNG, dropout */

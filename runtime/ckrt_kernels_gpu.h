@@ -112,7 +112,8 @@ CK_DEV double ck_k_reduce_part(int64_t i, int64_t nout, int64_t chunk, const flo
                                const int64_t *kstrides, int nr, const int64_t *rdims, const int64_t *rstrides) {
     int64_t o = i % nout, p = i / nout, cnt = 1;
     for (int k = 0; k < nr; k++) cnt *= rdims[k];
-    int64_t base = ck_k_reduce_base(o, nk, kdims, kstrides), lo = p * chunk, hi = lo + chunk < cnt ? lo + chunk : cnt;
+    int64_t base = ck_k_reduce_base(o, nk, kdims, kstrides), lo, hi;
+    ck_k_chunk(p, chunk, cnt, &lo, &hi);
     double s = 0.0;
     for (int64_t j = lo; j < hi; j++) s += x[base + ck_k_offset(j, nr, rdims, rstrides)];
     return s;
@@ -127,7 +128,8 @@ CK_DEV double ck_k_parts_sum(int64_t o, int64_t nout, const double *part, int64_
 /* A BatchNorm channel's chunk: elements [p chunk, (p + 1) chunk) of channel ch of x: (N, C, S),
  * counted in (N, S) order; the plain sum, or with mu the sum of (x - mu[ch])^2. */
 CK_DEV double ck_k_bn_part(int64_t i, int64_t C, int64_t S, int64_t cnt, int64_t chunk, const float *x, const double *mu) {
-    int64_t ch = i % C, p = i / C, lo = p * chunk, hi = lo + chunk < cnt ? lo + chunk : cnt;
+    int64_t ch = i % C, p = i / C, lo, hi;
+    ck_k_chunk(p, chunk, cnt, &lo, &hi);
     double s = 0.0, m = mu ? mu[ch] : 0.0;
     for (int64_t j = lo; j < hi; j++) {
         double v = x[((j / S) * C + ch) * S + j % S];
@@ -145,13 +147,9 @@ CK_DEV double ck_k_bn_part(int64_t i, int64_t C, int64_t S, int64_t cnt, int64_t
 CK_DEV void ck_k_bn_stats(int64_t ch, int64_t C, float *stat, float *run_mean, float *run_var, float *saved_mean,
                           float *saved_inv_std, const double *mu, double q, const float *in_mean, const float *in_var,
                           int64_t cnt, float eps, float momentum, int unbiased) {
-    double var = cnt > 0 ? q / (double)cnt : 0.0, m = mu[ch];
-    float mean_f = (float)m, inv_std_f = (float)(1.0 / sqrt(var + (double)eps));
-    double rv = unbiased && cnt > 1 ? var * ((double)cnt / (double)(cnt - 1)) : var;
-    if (run_mean) run_mean[ch] = (float)((double)momentum * in_mean[ch] + (1.0 - (double)momentum) * m);
-    if (run_var) run_var[ch] = (float)((double)momentum * in_var[ch] + (1.0 - (double)momentum) * rv);
-    if (saved_mean) saved_mean[ch] = mean_f;
-    if (saved_inv_std) saved_inv_std[ch] = inv_std_f;
+    float mean_f, inv_std_f;
+    ck_k_batch_norm_finish(ch, mu[ch], q, cnt, run_mean, run_var, saved_mean, saved_inv_std, in_mean, in_var, eps, momentum,
+                           unbiased, &mean_f, &inv_std_f);
     stat[ch] = mean_f;
     stat[C + ch] = inv_std_f;
 }
@@ -159,7 +157,8 @@ CK_DEV void ck_k_bn_stats(int64_t ch, int64_t C, float *stat, float *run_mean, f
 /* BatchNorm backward, a channel's chunk: part[2 i] += dy, part[2 i + 1] += dy xhat over it */
 CK_DEV void ck_k_bng_part(int64_t i, double *part, int64_t C, int64_t S, int64_t cnt, int64_t chunk, const float *dy,
                           const float *x, const float *mean, const float *inv_std) {
-    int64_t ch = i % C, p = i / C, lo = p * chunk, hi = lo + chunk < cnt ? lo + chunk : cnt;
+    int64_t ch = i % C, p = i / C, lo, hi;
+    ck_k_chunk(p, chunk, cnt, &lo, &hi);
     double mu = mean[ch], is = inv_std[ch], sb = 0.0, ss = 0.0;
     for (int64_t j = lo; j < hi; j++) {
         int64_t at = ((j / S) * C + ch) * S + j % S;
@@ -184,8 +183,8 @@ CK_DEV void ck_k_bng_fin(int64_t ch, int64_t C, float *dscale, float *dbias, dou
 CK_DEV float ck_k_bng_dx(int64_t i, const float *dy, const float *x, const float *scale, const float *mean,
                          const float *inv_std, const double *coef, int64_t C, int64_t S) {
     int64_t ch = (i / S) % C;
-    double mu = mean[ch], is = inv_std[ch], k0 = (double)scale[ch] * is, xh = ((double)x[i] - mu) * is;
-    return (float)(k0 * ((double)dy[i] - coef[2 * ch] - xh * coef[2 * ch + 1]));
+    double is = inv_std[ch];
+    return ck_k_batch_norm_grad_dx1(dy[i], x[i], mean[ch], is, (double)scale[ch] * is, coef[2 * ch], coef[2 * ch + 1]);
 }
 
 #endif

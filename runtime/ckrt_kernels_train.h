@@ -203,7 +203,8 @@ CK_DEV void ck_k_layer_norm_grad_col(int64_t j, float *dscale, float *dbias, con
  * part[2 i] = the sum of dy xhat, part[2 i + 1] = the sum of dy (ck_k_layer_norm_grad_acc) */
 CK_DEV void ck_k_lng_part(int64_t i, double *part, int64_t cols, int64_t rows, int64_t chunk, const float *dy,
                           const float *x, const float *mean, const float *inv_std) {
-    int64_t j = i % cols, p = i / cols, lo = p * chunk, hi = lo + chunk < rows ? lo + chunk : rows;
+    int64_t j = i % cols, p = i / cols, lo, hi;
+    ck_k_chunk(p, chunk, rows, &lo, &hi);
     double ss = 0.0, sb = 0.0;
     for (int64_t r = lo; r < hi; r++) ck_k_layer_norm_grad_acc(r, j, &ss, &sb, dy, x, mean, inv_std, cols);
     part[2 * i] = ss;
@@ -234,8 +235,7 @@ CK_DEV void ck_k_batch_norm_grad_channel(int64_t ch, float *dx, float *dscale, f
     for (int64_t n = 0; n < N; n++)
         for (int64_t k = 0; k < S; k++) {
             int64_t i = (n * C + ch) * S + k;
-            double xh = ((double)x[i] - mu) * is;
-            dx[i] = (float)(k0 * ((double)dy[i] - mb - xh * ms));
+            dx[i] = ck_k_batch_norm_grad_dx1(dy[i], x[i], mu, is, k0, mb, ms);
         }
 }
 
