@@ -124,9 +124,9 @@ ck_status ck_infer_optimizer(ck_node *n, ck_diag *d) {
 }
 
 /* The CPU conv-gradient kernels (runtime/cpu_train_conv.c) lower one image (one group) at a time
- * through a column matrix: (C/group * prod(kernel)) x prod(dy spatial) floats, or B images side by
- * side plus a staging matrix for dy where the images have few positions (ckrt_conv_batch.h), every byte written
- * (ConvGradInput: w_g^T dy_g; ConvGradWeight: im2col(x_g)). A 1x1 conv with no begin padding
+ * through a column matrix: (C/group * prod(kernel)) x prod(dy spatial) floats, or B images side
+ * by side plus a staging matrix for dy where the images have few positions (ckrt_conv_batch.h),
+ * every byte written (ConvGradInput: w_g^T dy_g; ConvGradWeight: im2col(x_g)). A 1x1 conv with no begin padding
  * whose output is as large as its input needs none (x or dx is its own column matrix): the
  * kernels test exactly this on the resolved pads, and auto_pad resolves to no padding there. */
 int64_t ck_ws_conv_grad(const ck_node *n) {

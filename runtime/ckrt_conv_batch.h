@@ -5,9 +5,9 @@
  * A convolution lowers to one GEMM per image: w (Mg, R) times the image's column matrix (R, P),
  * P its output positions. With few positions (ResNet-18 at 64x64: 4x4 and 2x2 in its last two
  * stages) each image's GEMM re-reads the whole weight matrix for a handful of columns and runs
- * far below the machine's rate. There B images go side by side: their column matrices form one (R, B P) matrix, so one
- * GEMM with B P >= 64 columns does B images' work, through a staging matrix (Mg, B P) for the
- * output (forward) or dy (gradients). B depends on the shape alone (never on the thread
+ * far below the machine's rate. There B images go side by side: their column matrices form one
+ * (R, B P) matrix, so one GEMM with B P >= 64 columns does B images' work, through a staging
+ * matrix (Mg, B P) for the output (forward) or dy (gradients). B depends on the shape alone (never on the thread
  * count), so the bits are fixed by the shape, and every policy's recompute gets them too.
  */
 #ifndef CKRT_CONV_BATCH_H

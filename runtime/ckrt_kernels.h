@@ -36,17 +36,17 @@ CK_DEV int64_t ck_k_offset(int64_t i, int rank, const int64_t *dims, const int64
     return off;
 }
 
-/* ---------------------------------------------------------------- binary */
-
-/* Mod's remainders (the helpers its CKRT_BINARY_OPS rows call). fmod=0: the sign of the divisor,
- * as Python's %; fmod=1: the sign of the dividend, as C's % and fmod. An integer divisor of 0
- * yields 0 (the CPU reports it as an error first). */
 /* Chunk p of [0, cnt) in chunks of `chunk`: [*lo, *hi) (the split reductions' parts). */
 CK_DEV void ck_k_chunk(int64_t p, int64_t chunk, int64_t cnt, int64_t *lo, int64_t *hi) {
     *lo = p * chunk;
     *hi = *lo + chunk < cnt ? *lo + chunk : cnt;
 }
 
+/* ---------------------------------------------------------------- binary */
+
+/* Mod's remainders (the helpers its CKRT_BINARY_OPS rows call). fmod=0: the sign of the divisor,
+ * as Python's %; fmod=1: the sign of the dividend, as C's % and fmod. An integer divisor of 0
+ * yields 0 (the CPU reports it as an error first). */
 CK_DEV int64_t ck_k_fmod_i64(int64_t a, int64_t b) { return b == 0 || b == -1 ? 0 : a % b; }
 CK_DEV int64_t ck_k_mod_i64(int64_t a, int64_t b) {
     int64_t r = ck_k_fmod_i64(a, b);
@@ -353,14 +353,6 @@ CK_DEV float ck_k_batch_norm_apply1(float x, float mean, float inv_std, float sc
 #endif
 }
 
-/* Training, channel ch of x, y: (N, C, S): batch mean and biased variance over (N, S) in double
- * (two passes, fixed order), rounded to float (mean_f, inv_std_f = 1 / sqrt(var + eps)); every
- * element normalized by ck_k_batch_norm_apply1 with them. Then, each when non-NULL (all (C)):
- * run_mean = momentum * in_mean + (1 - momentum) * batch_mean and
- * run_var = momentum * in_var + (1 - momentum) * var * (unbiased ? cnt / (cnt - 1) : 1), cnt = N * S
- * (the ONNX spec and its node tests use the biased variance, PyTorch the unbiased one; cnt 1
- * keeps the biased one), both from the double statistics; saved_mean = mean_f,
- * saved_inv_std = inv_std_f. */
 /* One element of BatchNorm's input gradient: k0 (dy - mb - xhat ms), xhat = (x - mu) is, k0 = scale
  * is, mb and ms the channel's mean of dy and of dy xhat (ck_k_batch_norm_grad_channel and the
  * GPU's split backward, ck_k_bng_dx). */
@@ -370,7 +362,7 @@ CK_DEV float ck_k_batch_norm_grad_dx1(float dy, float x, double mu, double is, d
 }
 
 /* Channel ch's statistics from its double mean mu and sum of squared deviations q over cnt
- * elements: *mean_f, *inv_std_f, and the running and saved statistics as above (the part of
+ * elements: *mean_f, *inv_std_f, and the running and saved statistics as below (the part of
  * ck_k_batch_norm_train_channel after the sums; the GPU's split statistics, ck_k_bn_stats, end
  * with it too). */
 CK_DEV void ck_k_batch_norm_finish(int64_t ch, double mu, double q, int64_t cnt, float *run_mean, float *run_var,
@@ -385,6 +377,14 @@ CK_DEV void ck_k_batch_norm_finish(int64_t ch, double mu, double q, int64_t cnt,
     if (saved_inv_std) saved_inv_std[ch] = *inv_std_f;
 }
 
+/* Training, channel ch of x, y: (N, C, S): batch mean and biased variance over (N, S) in double
+ * (two passes, fixed order), rounded to float (mean_f, inv_std_f = 1 / sqrt(var + eps)); every
+ * element normalized by ck_k_batch_norm_apply1 with them. Then, each when non-NULL (all (C)):
+ * run_mean = momentum * in_mean + (1 - momentum) * batch_mean and
+ * run_var = momentum * in_var + (1 - momentum) * var * (unbiased ? cnt / (cnt - 1) : 1), cnt = N * S
+ * (the ONNX spec and its node tests use the biased variance, PyTorch the unbiased one; cnt 1
+ * keeps the biased one), both from the double statistics; saved_mean = mean_f,
+ * saved_inv_std = inv_std_f. */
 CK_DEV void ck_k_batch_norm_train_channel(int64_t ch, float *y, float *run_mean, float *run_var, float *saved_mean,
                                           float *saved_inv_std, const float *x, const float *scale, const float *bias,
                                           const float *in_mean, const float *in_var, int64_t N, int64_t C, int64_t S,

@@ -11,8 +11,9 @@
  * same count (product of the per-axis counts, as ck_k_pool_divisor), and the gradient adds onto
  * dx in ascending window order. Max windows inside the input along the last axis go up to 64
  * output columns at a time (row_max: the same fold per column, the columns in vector lanes; the
- * gradient finds each maximum's first tap by value, first_tap_of, and adds in column order). Image planes (n, c) are independent: they are
- * spread over the pool in fixed blocks, which changes no sum.
+ * gradient finds each maximum's first tap by value, first_tap_of, and adds in column order).
+ * Image planes (n, c) are independent: they are spread over the pool in fixed blocks, which
+ * changes no sum.
  */
 #include "ckrt.h"
 #include "ckrt_pool.h"
