@@ -137,16 +137,21 @@ static bool accumulating(const ckrt_ctx *c, float *acc, const float *g, int64_t 
     return true;
 }
 
+/* the NULLs are literal so that the tests fold away; m is the momentum buffer */
+CK_VEC static void sgd_elems(void *arg, int64_t i0, int64_t i1) {
+    const elem_job *j = arg;
+    if (j->a && j->m) for (int64_t i = i0; i < i1; i++) ck_k_sgd(i, j->p, j->g, j->m, j->a, j->gs, j->lr, j->momentum, j->wd);
+    else if (j->a) for (int64_t i = i0; i < i1; i++) ck_k_sgd(i, j->p, j->g, NULL, j->a, j->gs, j->lr, j->momentum, j->wd);
+    else if (j->m) for (int64_t i = i0; i < i1; i++) ck_k_sgd(i, j->p, j->g, j->m, NULL, j->gs, j->lr, j->momentum, j->wd);
+    else for (int64_t i = i0; i < i1; i++) ck_k_sgd(i, j->p, j->g, NULL, NULL, j->gs, j->lr, j->momentum, j->wd);
+}
+
 int ckrt_sgd(ckrt_ctx *c, float *p, const float *g, float *buf, float *acc, int64_t n, float lr, float momentum, float wd) {
     if (accumulating(c, acc, g, n)) return CKRT_OK;
-    const float *a = c->accum > 1 ? acc : NULL;
-    float gs = c->grad_scale;
-    lr *= c->lr_scale; /* the schedule's factor (1: the compiled lr, the same bits) */
-    /* the NULLs are literal so that the tests fold away */
-    if (a && buf) for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, buf, a, gs, lr, momentum, wd);
-    else if (a) for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, NULL, a, gs, lr, momentum, wd);
-    else if (buf) for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, buf, NULL, gs, lr, momentum, wd);
-    else for (int64_t i = 0; i < n; i++) ck_k_sgd(i, p, g, NULL, NULL, gs, lr, momentum, wd);
+    /* lr times the schedule's factor (1: the compiled lr, the same bits) */
+    elem_job j = {.p = p, .g = g, .m = buf, .a = c->accum > 1 ? acc : NULL, .gs = c->grad_scale, .lr = lr * c->lr_scale,
+                  .momentum = momentum, .wd = wd};
+    ckrt_parallel_for(n, CK_PAR_ELEMS, sgd_elems, &j);
     return CKRT_OK;
 }
 
