@@ -551,7 +551,7 @@ ck_status ck_budget_subsets(const ck_graph *trained, const ck_options *o, int ma
 /* --offload must never raise the device peak: the placement heuristic can lose a few bytes to
  * fragmentation that the shorter lifetimes do not win back; then keep the checkpoints on the
  * device. */
-static void plan_offload(const search *s, const ck_options *o, ck_graph **g) {
+static void plan_offload(const search *s, ck_options *o, ck_graph **g) {
     ck_options keep = *o;
     keep.offload = false;
     ck_graph *g2 = NULL;
@@ -561,6 +561,7 @@ static void plan_offload(const search *s, const ck_options *o, ck_graph **g) {
         ck_graph_free(*g);
         *g = g2;
         g2 = NULL;
+        o->offload = false; /* the later tries (trim_blocks, data parallel) plan what was chosen */
     }
     ck_graph_free(g2);
 }
@@ -694,6 +695,60 @@ static void plan_blocks(const search *s, ck_options *o, ck_graph **g) {
     ck_graph_free(g2);
 }
 
+/* blocks recomputes only what lowers the peak. With the segmentation chosen, each recomputed
+ * segment, the most recompute FLOPs first, is left out (its activations kept, as the last
+ * segment's are) when the plan without it is no higher than the plan recomputing every segment:
+ * late segments of a convnet (few, small activations, as many FLOPs as the early ones) and
+ * segments whose backward comes before the peak cost time and free nothing that matters. At
+ * most CK_TRIM_TRIES plans. *set (the caller frees it) becomes o->recompute_set. */
+#define CK_TRIM_TRIES 32
+static void trim_blocks(const search *s, ck_options *o, ck_graph **g, bool **set) {
+    ck_ckpt_candidates cc;
+    ck_diag quiet = {0};
+    if (ck_checkpoint_candidates(s->trained, o, &cc, &quiet) || cc.n < 2 || (*g)->n_segments == 0) {
+        ck_checkpoint_candidates_free(&cc);
+        ck_diag_clear(&quiet);
+        return;
+    }
+    ck_diag_clear(&quiet);
+    bool *on = malloc((size_t)cc.n);
+    ranked *r = malloc(sizeof *r * (size_t)cc.n);
+    CK_ASSERT(on && r);
+    int k = 0;
+    for (int j = 0; j < cc.n; j++) {
+        on[j] = true;
+        if (cc.bytes[j] > 0 && cc.flops[j] > 0) r[k++] = (ranked){(double)cc.flops[j], j}; /* bytes 0: the last segment */
+    }
+    qsort(r, (size_t)k, sizeof *r, by_score);
+    int64_t peak = (*g)->plan.arena_bytes, before = (*g)->recompute_flops;
+    int segs = (*g)->n_segments, left = 0;
+    ck_options t = *o;
+    t.recompute_set = on, t.n_recompute_set = cc.n;
+    for (int j = 0; j < k && j < CK_TRIM_TRIES; j++) {
+        on[r[j].k] = false;
+        ck_graph *g2 = NULL;
+        if (plan_quietly(s, &t, &g2) && g2->plan.arena_bytes <= peak && g2->recompute_flops < (*g)->recompute_flops) {
+            ck_graph_free(*g);
+            *g = g2;
+            left++;
+        } else {
+            on[r[j].k] = true;
+            ck_graph_free(g2);
+        }
+    }
+    free(r);
+    ck_checkpoint_candidates_free(&cc);
+    if (!left) {
+        free(on);
+        return;
+    }
+    *set = on;
+    o->recompute_set = on, o->n_recompute_set = t.n_recompute_set;
+    ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: %d of %d segments kept instead of recomputed: recomputing them does not lower the "
+                "planned peak (%lld bytes); recompute %.3g -> %.3g GFLOP a step", left, segs, (long long)(*g)->plan.arena_bytes,
+                (double)before * 1e-9, (double)(*g)->recompute_flops * 1e-9);
+}
+
 /* selective (alone or POLICY,selective) must never raise the planned peak: the greedy estimates
  * bytes, the placement decides. The plan without it is made too, and kept when lower. */
 static void plan_selective(const search *s, ck_options *o, ck_graph **g) {
@@ -724,12 +779,16 @@ ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn chec
     ck_options oo = *opts, *o = &oo; /* what the search settles (the blocks' kind) goes on in it */
     if (one_try(o)) return plan_passes(&s, trained, o, d); /* no clone: nothing else to try */
     ck_status st = o->checkpoint == CK_CKPT_BUDGET ? plan_budget(&s, o, &g, d) : plan_try(&s, o, &g, d);
+    bool *kept = NULL; /* trim_blocks' recompute_set, which later tries read through o */
     if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->infer) plan_blocks(&s, o, &g);
     if (!st && o->selective && o->checkpoint != CK_CKPT_BUDGET && !o->infer) plan_selective(&s, o, &g);
     if (!st && o->offload && o->checkpoint != CK_CKPT_BUDGET) plan_offload(&s, o, &g);
+    /* last of the choices that move the peak, so that it compares with the peak they settled on */
+    if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->infer) trim_blocks(&s, o, &g, &kept);
     if (!st) plan_data_parallel(&s, o, &g);
     if (!st && o->clip_grad_norm > 0 && g && g->loss) note_clip_cost(&s, o, g);
     if (g) g->owned = trained; /* it shares the trained graph's data: freed with it */
+    free(kept);
     *gp = g ? g : trained;
     return st;
 }
