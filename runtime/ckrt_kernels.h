@@ -329,13 +329,16 @@ CK_DEV void ck_k_layer_norm_row(int64_t r, float *y, float *mean, float *inv_std
 
 /* ---------------------------------------------------------------- batch norm */
 
+/* Inference: channel c's 1 / sqrt(var[c] + eps), and one element normalized with it. */
+CK_DEV float ck_k_batch_norm_infer_is(const float *var, int64_t c, float eps) { return 1.0f / sqrtf(var[c] + eps); }
+CK_DEV float ck_k_batch_norm_infer1(float x, float mean, float is, float scale, float bias) { return (x - mean) * is * scale + bias; }
+
 /* Inference, element i of x, y: (N, C, S): y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + bias[c]
  * with c = (i / S) % C; scale, bias, mean, var: (C). */
 CK_DEV float ck_k_batch_norm_infer(int64_t i, const float *x, const float *scale, const float *bias, const float *mean,
                                    const float *var, int64_t C, int64_t S, float eps) {
     int64_t c = (i / S) % C;
-    float is = 1.0f / sqrtf(var[c] + eps);
-    return (x[i] - mean[c]) * is * scale[c] + bias[c];
+    return ck_k_batch_norm_infer1(x[i], mean[c], ck_k_batch_norm_infer_is(var, c, eps), scale[c], bias[c]);
 }
 
 /* One normalized element of a training-mode BatchNormalization from the float statistics the

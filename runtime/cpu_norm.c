@@ -43,9 +43,17 @@ CK_VEC static void batch_norm_channels(void *arg, int64_t c0, int64_t c1) {
         ck_k_batch_norm_train_channel(ch, j->y, j->run_mean, j->run_var, j->mean, j->inv_std, j->x, j->scale, j->bias, j->m,
                                       j->var, j->N, j->C, j->S, j->eps, j->momentum, j->unbiased);
 }
-CK_VEC static void batch_norm_infer_elems(void *arg, int64_t i0, int64_t i1) {
+/* planes [p0, p1) of (N C) planes of S elements: ck_k_batch_norm_infer's expressions with the
+ * channel and its 1 / sqrt(var + eps) found once per plane, so that the plane's loop vectorizes */
+CK_VEC static void batch_norm_infer_planes(void *arg, int64_t p0, int64_t p1) {
     const row_job *j = arg;
-    for (int64_t i = i0; i < i1; i++) j->y[i] = ck_k_batch_norm_infer(i, j->x, j->scale, j->bias, j->m, j->var, j->C, j->S, j->eps);
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t c = p % j->C;
+        float m = j->m[c], is = ck_k_batch_norm_infer_is(j->var, c, j->eps), sc = j->scale[c], b = j->bias[c];
+        const float *x = j->x + p * j->S;
+        float *y = j->y + p * j->S;
+        for (int64_t s = 0; s < j->S; s++) y[s] = ck_k_batch_norm_infer1(x[s], m, is, sc, b);
+    }
 }
 static void dropout_blocks(void *arg, int64_t b0, int64_t b1) {
     const row_job *j = arg;
@@ -78,7 +86,7 @@ int ckrt_batch_norm(ckrt_ctx *c, float *y, float *run_mean, float *run_var, floa
         ckrt_parallel_for(C, ck_par_rows(N * S), batch_norm_channels, &j);
         return CKRT_OK;
     }
-    ckrt_parallel_for(N * C * S, CK_PAR_ELEMS, batch_norm_infer_elems, &j);
+    ckrt_parallel_for(N * C, ck_par_rows(S), batch_norm_infer_planes, &j);
     return CKRT_OK;
 }
 
@@ -199,9 +207,18 @@ CK_VEC static void batch_norm_grad_channels(void *arg, int64_t c0, int64_t c1) {
     for (int64_t ch = c0; ch < c1; ch++)
         ck_k_batch_norm_grad_channel(ch, j->y, j->dscale, j->dbias, j->dy, j->x, j->scale, j->m, j->var, j->N, j->C, j->S);
 }
-CK_VEC static void batch_norm_apply_elems(void *arg, int64_t i0, int64_t i1) {
+/* planes [p0, p1) of (N C) planes of S elements: ck_k_batch_norm_apply's expression
+ * (ck_k_batch_norm_apply1) with the channel found once per plane instead of by a division per
+ * element, so that the plane's loop vectorizes */
+CK_VEC static void batch_norm_apply_planes(void *arg, int64_t p0, int64_t p1) {
     const row_job *j = arg;
-    for (int64_t i = i0; i < i1; i++) j->y[i] = ck_k_batch_norm_apply(i, j->x, j->scale, j->bias, j->m, j->var, j->C, j->S);
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t c = p % j->C;
+        float m = j->m[c], is = j->var[c], sc = j->scale[c], b = j->bias[c];
+        const float *x = j->x + p * j->S;
+        float *y = j->y + p * j->S;
+        for (int64_t s = 0; s < j->S; s++) y[s] = ck_k_batch_norm_apply1(x[s], m, is, sc, b);
+    }
 }
 
 int ckrt_layer_norm_grad(ckrt_ctx *c, float *dx, float *dscale, float *dbias, const float *dy, const float *x,
@@ -227,6 +244,6 @@ int ckrt_batch_norm_apply(ckrt_ctx *c, float *y, const float *x, const float *sc
                           const float *inv_std, int64_t N, int64_t C, int64_t S) {
     (void)c;
     row_job j = {.y = y, .x = x, .scale = scale, .bias = bias, .m = mean, .var = inv_std, .C = C, .S = S};
-    ckrt_parallel_for(N * C * S, CK_PAR_ELEMS, batch_norm_apply_elems, &j);
+    ckrt_parallel_for(N * C, ck_par_rows(S), batch_norm_apply_planes, &j);
     return CKRT_OK;
 }
