@@ -784,7 +784,8 @@ ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn chec
     if (!st && o->selective && o->checkpoint != CK_CKPT_BUDGET && !o->infer) plan_selective(&s, o, &g);
     if (!st && o->offload && o->checkpoint != CK_CKPT_BUDGET) plan_offload(&s, o, &g);
     /* last of the choices that move the peak, so that it compares with the peak they settled on */
-    if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->infer) trim_blocks(&s, o, &g, &kept);
+    if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->recompute_set && !o->infer)
+        trim_blocks(&s, o, &g, &kept); /* (a caller's recompute_set is kept as given) */
     if (!st) plan_data_parallel(&s, o, &g);
     if (!st && o->clip_grad_norm > 0 && g && g->loss) note_clip_cost(&s, o, g);
     if (g) g->owned = trained; /* it shares the trained graph's data: freed with it */

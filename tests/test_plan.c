@@ -747,6 +747,47 @@ START_TEST(clones_plan_like_a_fresh_load) {
 }
 END_TEST
 
+/* blocks keeps the segments whose recompute does not lower the peak (search.c, trim_blocks): the
+ * search's plan is no higher than blocks' with every segment recomputed (a recompute_set of all
+ * segments, which the search keeps as given) and recomputes no more; on the resnet sample with
+ * SGD it keeps some (fewer FLOPs, a note saying so), and the result is deterministic. */
+START_TEST(blocks_keeps_what_does_not_lower_the_peak) {
+    static const char *files[] = {"mlp.onnx", "gpt.onnx", "resnet.onnx"};
+    static const bool all[4096] = {[0 ... 4095] = true};
+    for (int i = 0; i < 3; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", CK_SAMPLES, files[i]);
+        ck_dim_binding bind = {"batch", 8};
+        ck_load_options lo = {.dims = &bind, .n_dims = i == 0};
+        ck_options o = train_opts;
+        o.optimizer = CK_OPT_SGD, o.checkpoint = CK_CKPT_BLOCKS;
+        ck_graph *g[3];
+        ck_diag notes[3] = {{0}}, d = {0};
+        for (int k = 0; k < 3; k++) {
+            ck_options t = o;
+            if (k == 2) t.recompute_set = all, t.n_recompute_set = 4096;
+            g[k] = build_trained(path, &lo, &t);
+            ck_assert_int_eq(ck_plan_search(&g[k], &t, NULL, &notes[k], &d), CK_OK);
+        }
+        ck_graph *trimmed = g[0], *full = g[2];
+        ck_assert_int_gt(full->n_segments, 0);
+        ck_assert_int_le(trimmed->plan.arena_bytes, full->plan.arena_bytes);
+        ck_assert_int_le(trimmed->recompute_flops, full->recompute_flops);
+        ck_assert_int_eq(trimmed->plan.arena_bytes, g[1]->plan.arena_bytes); /* deterministic */
+        ck_assert_int_eq(trimmed->recompute_flops, g[1]->recompute_flops);
+        bool said = false;
+        for (int n = 0; n < notes[0].n; n++) said = said || strstr(notes[0].msg[n], "segments kept instead of recomputed");
+        ck_assert(said == (trimmed->recompute_flops < full->recompute_flops));
+        if (i == 2) ck_assert_int_lt(trimmed->recompute_flops, full->recompute_flops);
+        printf("  %-12s blocks: peak %lld (every segment: %lld), recompute %lld FLOPs (%lld)\n", files[i],
+               (long long)trimmed->plan.arena_bytes, (long long)full->plan.arena_bytes, (long long)trimmed->recompute_flops,
+               (long long)full->recompute_flops);
+        for (int k = 0; k < 3; k++) ck_graph_free(g[k]), ck_diag_clear(&notes[k]);
+        ck_diag_clear(&d);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("plan");
     TCase *tc = tcase_create("plan");
@@ -764,6 +805,7 @@ int main(void) {
     tcase_add_test(tc, data_parallel_buckets);
     tcase_add_test(tc, clones_plan_like_a_fresh_load);
     tcase_add_test(tc, fusion_chains);
+    tcase_add_test(tc, blocks_keeps_what_does_not_lower_the_peak);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
