@@ -32,7 +32,8 @@
  *                    both planned, the lower peak kept (the names on a tie); with no repeated unit
  *                    the structural try is the sqrt segmentation; when the graph repeats units, a
  *                    third try groups its cut-point chunks into about sqrt(n) runs (single-layer
- *                    units such as VGG's), kept when lower.
+ *                    units such as VGG's), kept when lower. Last (after selective and --offload
+ *                    settled), trim_blocks keeps each segment whose recompute does not lower the peak.
  *   --clip-grad-norm  its updates run after the whole backward; a second plan with early updates
  *                    says what that costs (a note, nothing chosen).
  * What the search chose goes to the caller's notes, one line each (the CLI prints them).
