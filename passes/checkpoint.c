@@ -538,12 +538,15 @@ ck_status ck_checkpoint_candidates(const ck_graph *g, const ck_options *o, ck_ck
     fwd_segments f;
     ck_status st = fwd_segments_init(&f, g, o, d);
     if (!st) {
-        c->n = f.nseg;
+        c->n = f.nseg, c->n_ids = g->next_node_id;
         c->flops = calloc((size_t)f.nseg + 1, sizeof *c->flops);
         c->bytes = calloc((size_t)f.nseg + 1, sizeof *c->bytes);
-        CK_ASSERT(c->flops && c->bytes);
+        c->node_seg = malloc(sizeof(int) * ((size_t)c->n_ids + 1));
+        CK_ASSERT(c->flops && c->bytes && c->node_seg);
+        for (int i = 0; i < c->n_ids; i++) c->node_seg[i] = -1;
         for (int i = 0; i < f.nf; i++) {
             const ck_node *n = g->nodes[i];
+            if (n->id < c->n_ids) c->node_seg[n->id] = f.seg[i];
             if (f.seg[i] < 0) continue;
             c->flops[f.seg[i]] += ck_node_flops(n);
             for (int k = 0; k < n->n_out; k++)
@@ -556,7 +559,7 @@ ck_status ck_checkpoint_candidates(const ck_graph *g, const ck_options *o, ck_ck
 }
 
 void ck_checkpoint_candidates_free(ck_ckpt_candidates *c) {
-    free(c->flops), free(c->bytes);
+    free(c->flops), free(c->bytes), free(c->node_seg);
     memset(c, 0, sizeof *c);
 }
 

@@ -130,10 +130,12 @@ ck_status ck_pass_checkpoint(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* The segments ck_pass_checkpoint would form on g (a graph it has not run on), for the budget
  * search: per segment, its forward FLOPs (the cost of recomputing it) and activation bytes (what
- * recomputing it can free; 0 for the last segment, which is never recomputed). */
+ * recomputing it can free; 0 for the last segment, which is never recomputed); per node id of g
+ * (n_ids of them), the segment of that forward node, or -1. */
 typedef struct ck_ckpt_candidates {
-    int n;
+    int n, n_ids;
     int64_t *flops, *bytes;
+    int *node_seg;
 } ck_ckpt_candidates;
 ck_status ck_checkpoint_candidates(const ck_graph *g, const ck_options *o, ck_ckpt_candidates *c, ck_diag *d);
 void ck_checkpoint_candidates_free(ck_ckpt_candidates *c);

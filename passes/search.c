@@ -696,12 +696,26 @@ static void plan_blocks(const search *s, ck_options *o, ck_graph **g) {
     ck_graph_free(g2);
 }
 
+/* Whether segment s's recompute starts after g's peak step (its first clone; op-level clones of
+ * its nodes count too, which only makes this say no more often). Kept instead, its activations
+ * would be live from the forward across that step, which raises the peak whenever the placement
+ * has less slack than they need: so such a segment is not tried (a large graph's plan takes
+ * seconds, and its peak usually comes early in the backward). */
+static bool recomputed_after_peak(const ck_graph *g, const ck_ckpt_candidates *cc, int s) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        int f = g->nodes[i]->recompute_of - 1;
+        if (f >= 0 && f < cc->n_ids && cc->node_seg[f] == s) return i > g->plan.peak_step;
+    }
+    return false;
+}
+
 /* blocks recomputes only what lowers the peak. With the segmentation chosen, each recomputed
  * segment, the most recompute FLOPs first, is left out (its activations kept, as the last
  * segment's are) when the plan without it is no higher than the plan recomputing every segment:
  * late segments of a convnet (few, small activations, as many FLOPs as the early ones) and
  * segments whose backward comes before the peak cost time and free nothing that matters. At
- * most CK_TRIM_TRIES plans. *set (the caller frees it) becomes o->recompute_set. */
+ * most CK_TRIM_TRIES plans, none for a segment recomputed after the peak step.
+ * *set (the caller frees it) becomes o->recompute_set. */
 #define CK_TRIM_TRIES 32
 static void trim_blocks(const search *s, ck_options *o, ck_graph **g, bool **set) {
     ck_ckpt_candidates cc;
@@ -725,7 +739,9 @@ static void trim_blocks(const search *s, ck_options *o, ck_graph **g, bool **set
     int segs = (*g)->n_segments, left = 0;
     ck_options t = *o;
     t.recompute_set = on, t.n_recompute_set = cc.n;
-    for (int j = 0; j < k && j < CK_TRIM_TRIES; j++) {
+    for (int j = 0, tries = 0; j < k && tries < CK_TRIM_TRIES; j++) {
+        if (recomputed_after_peak(*g, &cc, r[j].k)) continue;
+        tries++;
         on[r[j].k] = false;
         ck_graph *g2 = NULL;
         if (plan_quietly(s, &t, &g2) && g2->plan.arena_bytes <= peak && g2->recompute_flops < (*g)->recompute_flops) {
