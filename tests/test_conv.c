@@ -164,6 +164,13 @@ static const geo geos[] = {
     {2, 2, 64, 128, 1, {4, 4}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 0},   /* ... and 2 images per GEMM */
     {2, 10, 32, 128, 1, {6, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1},  /* 3x3 output: 8 images, then 2 */
     {2, 3, 32, 128, 1, {8, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 0},   /* 4x4 output: 3 images in one GEMM */
+    /* "flat" ones (cpu_conv.h: unit strides, output rows as wide as the input's) */
+    {2, 2, 3, 5, 1, {5, 9}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}, 1},      /* dilated, not square */
+    {2, 1, 4, 4, 1, {6, 7}, {3, 3}, {1, 1}, {0, 0}, {2, 2}, {1, 1}, 0},      /* all padding at the end */
+    {2, 1, 4, 4, 1, {6, 7}, {3, 3}, {1, 1}, {2, 2}, {0, 0}, {1, 1}, 0},      /* ... at the start */
+    {2, 2, 2, 3, 1, {2, 3}, {5, 5}, {1, 1}, {2, 2}, {3, 2}, {1, 1}, 1},      /* taps wholly outside */
+    {2, 1, 2, 3, 1, {12, 13}, {12, 12}, {1, 1}, {5, 6}, {6, 5}, {1, 1}, 1},  /* 144 taps: no tap table */
+    {2, 2, 2, 4, 2, {1, 6}, {1, 3}, {1, 1}, {0, 1}, {0, 1}, {1, 1}, 0},      /* one row, groups */
 };
 
 START_TEST(conv_matches_reference) { check_geo(&geos[_i]); }
