@@ -206,10 +206,8 @@ int ckrt_arena_save(ckrt_ctx *c, int64_t offset, FILE *f, const char *path, int6
  * c->readback_peak while held; ckrt_arena_release frees it. */
 int ckrt_arena_fetch(ckrt_ctx *c, int64_t offset, int64_t bytes, void **out);
 void ckrt_arena_release(ckrt_ctx *c, void *p, int64_t bytes);
-/* Pins OpenBLAS's own threading off and probes whether GEMMs may be cut by rows over the thread
- * pool (ckrt_pool.h) without changing a bit (called by ckrt_main; see cpu_dense.c). */
+/* Pins OpenBLAS's and oneDNN's own threading off (called by ckrt_main; see cpu_dense.c). */
 void ckrt_cpu_init(void);
-bool ckrt_gemm_cuts(void); /* the probe's verdict: false keeps every GEMM on one thread */
 
 /* ---------------------------------------------------------------- .npy files */
 

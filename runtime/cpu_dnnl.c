@@ -1,7 +1,7 @@
-/* cpu_dnnl.c — the convolution GEMMs of the CPU backend (cpu_dense.c, cpu_train_conv.c): oneDNN's
- * sgemm, pinned to one thread, at the host's best ISA from AVX2 up, where the build has oneDNN;
- * see ckrt_dnnl.h for why, and for how a product is cut in two fixed pieces for the thread pool
- * (ckrt_conv_sgemm_2). */
+/* cpu_dnnl.c — the GEMMs of the CPU backend (Gemm, MatMul and the convolutions: cpu_dense.c,
+ * cpu_train_conv.c): oneDNN's sgemm, pinned to one thread, at the host's best ISA from AVX2 up,
+ * where the build has oneDNN; see ckrt_dnnl.h for why, and for how a product is cut into pieces
+ * chosen from its shape alone for the thread pool (ckrt_sgemm_cut). */
 #include "ckrt_dnnl.h"
 #include "ckrt_pool.h"
 
@@ -23,7 +23,7 @@ bool ckrt_dnnl_setup(void) {
     return state > 0;
 }
 
-const char *ckrt_conv_gemm_name(void) {
+const char *ckrt_gemm_name(void) {
     if (!ckrt_dnnl_setup()) return "OpenBLAS";
     switch (dnnl_get_effective_cpu_isa()) {
     case dnnl_cpu_isa_avx2: return "oneDNN avx2";
@@ -39,10 +39,10 @@ const char *ckrt_conv_gemm_name(void) {
 }
 #else
 bool ckrt_dnnl_setup(void) { return false; }
-const char *ckrt_conv_gemm_name(void) { return "OpenBLAS"; }
+const char *ckrt_gemm_name(void) { return "OpenBLAS"; }
 #endif
 
-void ckrt_conv_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+void ckrt_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     if (M == 0 || N == 0) return;
     if (K == 0) { /* an empty sum (lda or ldb 0, which the BLAS refuses): C = beta C */
@@ -63,42 +63,46 @@ void ckrt_conv_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
                 (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
-/* ---------------------------------------------------------------- two fixed pieces */
+/* ---------------------------------------------------------------- pieces fixed by the shape */
 
 typedef struct {
     bool ta, tb, by_cols;
-    int64_t M, N, K, lda, ldb, ldc, cut;
+    int64_t M, N, K, lda, ldb, ldc, piece, len;
     float alpha, beta;
     const float *A, *B;
     float *C;
 } piece_job;
 
-/* Piece 0: rows (columns) [0, cut) of C; piece 1: the rest. */
+/* Pieces [p0, p1): rows (columns) [p piece, min(len, (p + 1) piece)) of C. */
 static void pieces(void *arg, int64_t p0, int64_t p1) {
     const piece_job *j = arg;
     for (int64_t p = p0; p < p1; p++) {
-        int64_t a = p ? j->cut : 0, n = p ? (j->by_cols ? j->N : j->M) - j->cut : j->cut;
+        int64_t a = p * j->piece, n = j->len - a < j->piece ? j->len - a : j->piece;
         if (j->by_cols)
-            ckrt_conv_sgemm(j->ta, j->tb, j->M, n, j->K, j->alpha, j->A, j->lda, j->tb ? j->B + a * j->ldb : j->B + a, j->ldb,
-                            j->beta, j->C + a, j->ldc);
+            ckrt_sgemm(j->ta, j->tb, j->M, n, j->K, j->alpha, j->A, j->lda, j->tb ? j->B + a * j->ldb : j->B + a, j->ldb,
+                       j->beta, j->C + a, j->ldc);
         else
-            ckrt_conv_sgemm(j->ta, j->tb, n, j->N, j->K, j->alpha, j->ta ? j->A + a : j->A + a * j->lda, j->lda, j->B, j->ldb,
-                            j->beta, j->C + a * j->ldc, j->ldc);
+            ckrt_sgemm(j->ta, j->tb, n, j->N, j->K, j->alpha, j->ta ? j->A + a : j->A + a * j->lda, j->lda, j->B, j->ldb,
+                       j->beta, j->C + a * j->ldc, j->ldc);
     }
 }
 
-#define CK_PIECE_MIN 96            /* a dimension shorter than this is not cut */
-#define CK_PIECE_MIN_MNK (1 << 18) /* nor a product smaller than this */
+int64_t ckrt_sgemm_piece(int64_t M, int64_t N, int64_t K, bool *by_cols) {
+    *by_cols = N > M;
+    int64_t len = *by_cols ? N : M;
+    if (M * N * K < CK_PIECE_MIN_MNK || len < 2 * CK_PIECE_MIN) return len;
+    int64_t p = len / CK_PIECE_MIN < CK_PIECES_MAX ? len / CK_PIECE_MIN : CK_PIECES_MAX;
+    return (len + 16 * p - 1) / (16 * p) * 16; /* p pieces, at multiples of 16: the shape's alone */
+}
 
-void ckrt_conv_sgemm_2(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    piece_job j = {trans_a, trans_b, false, M, N, K, lda, ldb, ldc, 0, alpha, beta, A, B, C};
-    if (M * N * K < CK_PIECE_MIN_MNK || (M < CK_PIECE_MIN && N < CK_PIECE_MIN)) {
-        ckrt_conv_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+void ckrt_sgemm_cut(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    piece_job j = {trans_a, trans_b, false, M, N, K, lda, ldb, ldc, 0, 0, alpha, beta, A, B, C};
+    j.piece = ckrt_sgemm_piece(M, N, K, &j.by_cols);
+    j.len = j.by_cols ? N : M;
+    if (j.piece >= j.len) {
+        ckrt_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    j.by_cols = M < CK_PIECE_MIN;
-    int64_t len = j.by_cols ? N : M;
-    j.cut = (len / 2 + 15) / 16 * 16; /* a multiple of 16 near the middle: depends on the shape only */
-    ckrt_parallel_for(2, 1, pieces, &j);
+    ckrt_parallel_for((j.len + j.piece - 1) / j.piece, 1, pieces, &j);
 }

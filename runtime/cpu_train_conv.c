@@ -79,7 +79,7 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
         for (int64_t n0 = 0; n0 < N; n0 += B) {
             int64_t nb = N - n0 < B ? N - n0 : B, cols = nb * out_n;
             gather_dy(stage, dy, n0, nb, M, out_n);
-            ckrt_conv_sgemm_2(true, false, cols, R, M, 1.0f, stage, cols, w, R, 0.0f, ws, R);
+            ckrt_sgemm_cut(true, false, cols, R, M, 1.0f, stage, cols, w, R, 0.0f, ws, R);
             for (int64_t i = 0; i < nb; i++) ck_cpu_col2im(dx + (n0 + i) * C * in_n, ws + i * out_n * R, C, &geom);
         }
         return CKRT_OK;
@@ -89,13 +89,13 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
             float *dxg = dx + (n * C + g * Cg) * in_n;
             const float *dyg = dy + (n * M + g * Mg) * out_n, *wg = w + g * Mg * R;
             if (transposed) { /* col^T (out_n, R) = dy_g^T (out_n, Mg) @ w_g (Mg, R) */
-                ckrt_conv_sgemm_2(true, false, out_n, R, Mg, 1.0f, dyg, out_n, wg, R, 0.0f, ws, R);
+                ckrt_sgemm_cut(true, false, out_n, R, Mg, 1.0f, dyg, out_n, wg, R, 0.0f, ws, R);
                 ck_cpu_col2im(dxg, ws, Cg, &geom);
                 continue;
             }
             /* col (R, out_n) = w_g^T (R, Mg) @ dy_g (Mg, out_n); direct: col is dx_g itself */
             float *col = direct ? dxg : ws;
-            ckrt_conv_sgemm_2(true, false, R, out_n, Mg, 1.0f, wg, R, dyg, out_n, 0.0f, col, out_n);
+            ckrt_sgemm_cut(true, false, R, out_n, Mg, 1.0f, wg, R, dyg, out_n, 0.0f, col, out_n);
             if (!direct) ck_cpu_col2im(dxg, col, Cg, &geom);
         }
     }
@@ -124,7 +124,7 @@ int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *
             for (int64_t i = 0; i < nb; i++) ck_cpu_im2col(ws + i * out_n, x + (n0 + i) * C * in_n, C, &geom);
             gather_dy(stage, dy, n0, nb, M, out_n);
             /* dw (M, R) (+)= dy (M, nb out_n) @ col^T (nb out_n, R), batches in order */
-            ckrt_conv_sgemm_2(false, true, M, R, cols, 1.0f, stage, cols, ws, cols, n0 == 0 ? 0.0f : 1.0f, dw, R);
+            ckrt_sgemm_cut(false, true, M, R, cols, 1.0f, stage, cols, ws, cols, n0 == 0 ? 0.0f : 1.0f, dw, R);
         }
         return CKRT_OK;
     }
@@ -136,7 +136,7 @@ int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *
                 col = ws;
             }
             /* dw_g (Mg, R) (+)= dy_g (Mg, out_n) @ col^T (out_n, R) */
-            ckrt_conv_sgemm_2(false, true, Mg, R, out_n, 1.0f, dyg, out_n, col, out_n, n == 0 ? 0.0f : 1.0f, dw + g * Mg * R, R);
+            ckrt_sgemm_cut(false, true, Mg, R, out_n, 1.0f, dyg, out_n, col, out_n, n == 0 ? 0.0f : 1.0f, dw + g * Mg * R, R);
         }
     }
     return CKRT_OK;

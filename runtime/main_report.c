@@ -117,11 +117,9 @@ int ckrt_run_write_report(run *r) {
     ckrt_json_str(f, p->name);
     fprintf(f, ",\n  \"backend\": \"%s\",\n  \"mode\": \"%s\",\n", r->c.be->name, training(r) ? "train" : "infer");
     if (!r->c.be->dev) {
-        /* gemm_row_cuts: ckrt_cpu_init's probe let GEMMs be cut over the threads; conv_gemm: what
-         * runs the convolution GEMMs, whose bits depend on it (ckrt_dnnl.h) */
-        fprintf(f, "  \"threads\": %d,\n  \"gemm_row_cuts\": %s,\n  \"conv_gemm\": ", ckrt_threads(),
-                ckrt_gemm_cuts() ? "true" : "false");
-        ckrt_json_str(f, ckrt_conv_gemm_name());
+        /* gemm: what runs the GEMMs, whose bits depend on it (ckrt_dnnl.h) */
+        fprintf(f, "  \"threads\": %d,\n  \"gemm\": ", ckrt_threads());
+        ckrt_json_str(f, ckrt_gemm_name());
         fprintf(f, ",\n");
     }
     ckrt_device_stats ds;

@@ -13,8 +13,8 @@
  */
 #include "cuda_impl.h"
 #include "ckrt_kernels_gpu.h"
+#include "ckrt_dnnl.h"
 
-#include <cblas.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,10 +92,12 @@ int ckrt_cu_gemm(ckrt_ctx *c, int trans_a, int trans_b, int64_t m, int64_t n, in
                  int64_t stride_a, ckrt_dptr b, int64_t ldb, int64_t stride_b, float beta, ckrt_dptr y, int64_t ldy,
                  int64_t stride_y, int64_t batch) {
     CKRT_TRY(check_ptrs(c));
+    /* column-major y = op(a) op(b) is row-major y^T = op(b)^T op(a)^T: the CPU backend's GEMM
+     * (ckrt_dnnl.h) with the operands swapped back, so that the comparison with the CPU backend
+     * sees the CUDA path's own differences, not two GEMM libraries' summation orders */
     for (int64_t i = 0; i < batch; i++)
-        cblas_sgemm(CblasColMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
-                    alpha, (const float *)(uintptr_t)a + i * stride_a, (int)lda, (const float *)(uintptr_t)b + i * stride_b,
-                    (int)ldb, beta, (float *)(uintptr_t)y + i * stride_y, (int)ldy);
+        ckrt_sgemm_cut(trans_b, trans_a, n, m, k, alpha, (const float *)(uintptr_t)b + i * stride_b, ldb,
+                       (const float *)(uintptr_t)a + i * stride_a, lda, beta, (float *)(uintptr_t)y + i * stride_y, ldy);
     return CKRT_OK;
 }
 

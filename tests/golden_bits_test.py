@@ -10,10 +10,10 @@ dropout on (--seed 7) and compare the SHA-256 of every --dump-grads / --dump-par
 losses' bits and the planned peak against tests/golden_bits.json, recorded before a refactor
 (--record rewrites this machine's entry). The selective policies' dumps and losses are compared
 with none's recorded bits (recompute must change no bit), their planned peaks with their own.
-GEMM results depend on OpenBLAS's kernel (its build and CPU core) and the convolutions' on
-oneDNN's ISA (the reports' conv_gemm: avx512_core on an AVX-512 host, avx2 with
-ONEDNN_MAX_CPU_ISA=AVX2), so the file holds one entry per such configuration, keyed
-"OPENBLAS | CONV_GEMM"; recording one keeps the others (record an AVX2 entry on an AVX-512 host
+GEMM results depend on oneDNN's ISA (the reports' gemm: avx512_core on an AVX-512 host, avx2
+with ONEDNN_MAX_CPU_ISA=AVX2; OpenBLAS's kernel, its build and CPU core, where oneDNN is absent),
+so the file holds one entry per such configuration, keyed "OPENBLAS | GEMM"; recording one keeps
+the others (record an AVX2 entry on an AVX-512 host
 with ONEDNN_MAX_CPU_ISA=AVX2 in the environment). Under a configuration with no entry the test
 says so and skips (exit 77) rather than compare bits it cannot expect.
 Ends with `N passed, N failed`.
@@ -106,7 +106,7 @@ def one(sample, pol):
         return (sample, pol, None, "trainer: " + p.stderr[:1500])
     rep = json.load(open(f"{d}/report.json"))
     got = {"losses": [struct.pack("<d", x).hex() for x in rep["losses"]], "planned_peak_bytes": rep["planned_peak_bytes"],
-           "measured_peak_bytes": rep["measured_peak_bytes"], "conv_gemm": rep.get("conv_gemm", "?"), "files": {}}
+           "measured_peak_bytes": rep["measured_peak_bytes"], "gemm": rep.get("gemm", "?"), "files": {}}
     for sub in ["grads", "params"]:
         for f in sorted(os.listdir(os.path.join(d, sub))):
             got["files"][f"{sub}/{f}"] = hashlib.sha256(open(os.path.join(d, sub, f), "rb").read()).hexdigest()
@@ -117,7 +117,7 @@ jobs = [(s, p) for s in SAMPLES for p in POLICIES if re.search(args.filter, f"{s
 with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
     res = list(ex.map(lambda sp: one(*sp), jobs))
 
-conv = sorted(set(g.pop("conv_gemm") for _, _, g, _ in res if g is not None))
+conv = sorted(set(g.pop("gemm") for _, _, g, _ in res if g is not None))
 if len(conv) > 1:
     print(f"FAIL: the runs' reports name different convolution GEMMs: {conv}")
     sys.exit(1)

@@ -263,21 +263,21 @@ START_TEST(pool_matches_bodies) {
 }
 END_TEST
 
-/* A build with oneDNN runs the convolutions' GEMMs through it on an AVX2-or-better CPU (a build whose
+/* A build with oneDNN runs the GEMMs through it on an AVX2-or-better CPU (a build whose
  * oneDNN silently never ran would pass the test above on OpenBLAS alone). */
 START_TEST(dnnl_in_use) {
 #ifdef CKRT_HAVE_DNNL
     __builtin_cpu_init();
     ck_assert_msg(ckrt_dnnl_setup() == (__builtin_cpu_supports("avx2") != 0), "oneDNN built in, AVX2 %s, but setup says %d",
                   __builtin_cpu_supports("avx2") ? "present" : "absent", ckrt_dnnl_setup());
-    const char *name = ckrt_conv_gemm_name();
-    ck_assert_msg(ckrt_dnnl_setup() ? strncmp(name, "oneDNN avx", 10) == 0 : strcmp(name, "OpenBLAS") == 0, "conv_gemm '%s'", name);
+    const char *name = ckrt_gemm_name();
+    ck_assert_msg(ckrt_dnnl_setup() ? strncmp(name, "oneDNN avx", 10) == 0 : strcmp(name, "OpenBLAS") == 0, "gemm '%s'", name);
     /* no cap of ours: an AVX-512 CPU gets oneDNN's AVX-512 kernels unless its own variable caps them */
     if (__builtin_cpu_supports("avx512f") && !getenv("ONEDNN_MAX_CPU_ISA") && !getenv("DNNL_MAX_CPU_ISA"))
-        ck_assert_msg(strstr(name, "avx512") != NULL, "AVX-512 CPU, but conv_gemm '%s'", name);
+        ck_assert_msg(strstr(name, "avx512") != NULL, "AVX-512 CPU, but gemm '%s'", name);
 #else
     ck_assert(!ckrt_dnnl_setup());
-    ck_assert_str_eq(ckrt_conv_gemm_name(), "OpenBLAS");
+    ck_assert_str_eq(ckrt_gemm_name(), "OpenBLAS");
 #endif
 }
 END_TEST
