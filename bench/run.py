@@ -298,9 +298,12 @@ def torch_variant(name, variant, steps, warmup, memtrack):
     return res
 
 
-def sgemm_rates():
-    exe = os.path.join(WORK, "sgemm")
-    r, _ = run_cmd(["cc", "-O2", os.path.join(HERE, "sgemm.c"), "-o", exe, "-lopenblas"])
+def sgemm_rates(lib="openblas"):
+    """One thread's sgemm rate on the benchmark's GEMM shapes: OpenBLAS's (PyTorch's CPU GEMM here)
+    or oneDNN's (ckptc's, runtime/ckrt_dnnl.h)."""
+    exe = os.path.join(WORK, "sgemm_" + lib)
+    flags = ["-DWITH_DNNL", "-lopenblas", "-ldnnl", "-lgomp"] if lib == "onednn" else ["-lopenblas"]
+    r, _ = run_cmd(["cc", "-O2", os.path.join(HERE, "sgemm.c"), "-o", exe] + flags)
     if r.returncode != 0:
         return {"error": r.stderr.strip()}
     out = {}
@@ -308,7 +311,7 @@ def sgemm_rates():
     for shape in ["NT 256 512 512", "NN 256 512 512", "TN 512 512 256", "NT 1024 1024 256"]:
         e = env1()
         e["OPENBLAS_NUM_THREADS"] = "1"  # the table is one thread's rate
-        r, _ = run_cmd([exe] + shape.split() + ["1"], env=e)
+        r, _ = run_cmd([exe] + shape.split() + ["1", lib], env=e)
         m = re.search(r": ([\d.]+) ([\d.]+)", r.stdout)
         if m:
             out[shape] = float(m.group(1))
@@ -510,17 +513,25 @@ def write_cpu_report(results, meta, path_md, path_json, path_svg):
                                                           ", ".join(same), ptrel))
     w("")
     # GEMM rate
-    w("## GEMM-bound steps vs OpenBLAS sgemm alone")
+    w("## GEMM-bound steps vs sgemm alone")
     w("")
-    sg = meta.get("sgemm", {})
-    ref = None
+    sg, sd = meta.get("sgemm", {}), meta.get("sgemm_onednn", {})
+    ref = refd = None
+
+    def yard(rates):  # the MLPs' yardstick: the mean of their three GEMM shapes
+        r = [v for k, v in rates.items() if k.endswith("512 512") or k.endswith("512 256")]
+        return sum(r) / len(r) if r else None
+
     if sg and "error" not in sg:
-        w("OpenBLAS sgemm alone, one thread, median GFLOP/s (bench/sgemm.c, row-major as ckptc calls it): " +
-          ", ".join("%s: %.1f" % (k, v) for k, v in sg.items()) + ".")
+        w("sgemm alone, one thread, median GFLOP/s (bench/sgemm.c, row-major as ckptc calls it): OpenBLAS "
+          "(PyTorch's GEMM here) " + ", ".join("%s: %.1f" % (k, v) for k, v in sg.items()) + "; oneDNN (ckptc's GEMM, "
+          "runtime/ckrt_dnnl.h) " + (", ".join("%s: %.1f" % (k, v) for k, v in sd.items()) if sd and "error" not in sd
+                                     else "not measured") + ".")
         w("")
-        mlp_rate = [v for k, v in sg.items() if k.endswith("512 512") or k.endswith("512 256")]
-        ref = sum(mlp_rate) / len(mlp_rate) if mlp_rate else None
-        w("| model | step FLOPs (ckptc's count) | ckptc none GFLOP/s | PyTorch eager GFLOP/s | ckptc / sgemm | PyTorch / sgemm |")
+        ref = yard(sg)
+        refd = yard(sd) if sd and "error" not in sd else None
+        w("| model | step FLOPs (ckptc's count) | ckptc none GFLOP/s | PyTorch eager GFLOP/s | ckptc / oneDNN sgemm | "
+          "PyTorch / OpenBLAS sgemm |")
         w("|---|---:|---:|---:|---:|---:|")
         for m in models:
             a, b = by.get(("ckptc", m, "none")), by.get(("pytorch", m, "eager"))
@@ -529,12 +540,14 @@ def write_cpu_report(results, meta, path_md, path_json, path_svg):
             fl = a["flops"]
             ra, rb = fl / a["median_s"] / 1e9, fl / b["median_s"] / 1e9
             refm = ref if m.startswith("mlp") else sg.get("NT 1024 1024 256", ref)
-            w("| %s | %.2f G | %.1f | %.1f | %s | %s |" % (m, fl / 1e9, ra, rb, "%.0f%%" % (100 * ra / refm) if refm else "—",
+            refdm = refd if m.startswith("mlp") else (sd or {}).get("NT 1024 1024 256", refd)
+            w("| %s | %.2f G | %.1f | %.1f | %s | %s |" % (m, fl / 1e9, ra, rb, "%.0f%%" % (100 * ra / refdm) if refdm else "—",
                                                          "%.0f%%" % (100 * rb / refm) if refm else "—"))
         w("")
         w("The step rate counts every FLOP of the step (GEMMs and elementwise), so it is a lower "
           "bound on the GEMM kernels' own rate; the MLPs are the GEMM-bound models (the yardstick "
-          "for them is the mean of their three GEMM shapes; for the others the 1024x1024x256 GEMM).")
+          "for them is the mean of their three GEMM shapes; for the others the 1024x1024x256 GEMM). "
+          "Each side is measured against the library it runs.")
         w("")
     w("## Goals (issue 7)")
     w("")
@@ -567,12 +580,13 @@ def write_cpu_report(results, meta, path_md, path_json, path_svg):
               "VmHWM delta %.1f MiB) | %s |" % (m, c["step_peak_bytes"] / MiB, d["step_peak_bytes"] / MiB,
                                                 c["step_peak_bytes"] / d["step_peak_bytes"], d["hwm_delta_bytes"] / MiB,
                                                 ok(c["step_peak_bytes"] <= d["step_peak_bytes"])))
-    if sg and "error" not in sg and ref:
+    if refd or ref:
         for m in models:
             a = by.get(("ckptc", m, "none"))
             if m.startswith("mlp") and a and "error" not in a:
-                q = a["flops"] / a["median_s"] / 1e9 / ref
-                w("| GEMM-bound step >= 70%% of sgemm alone | %s | %.0f%% | %s |" % (m, 100 * q, ok(q >= 0.7)))
+                q = a["flops"] / a["median_s"] / 1e9 / (refd or ref)
+                w("| GEMM-bound step >= 70%% of %s sgemm alone | %s | %.0f%% | %s |" % ("oneDNN" if refd else "OpenBLAS", m,
+                                                                                      100 * q, ok(q >= 0.7)))
     w("")
     w("## What ran")
     w("")
@@ -866,6 +880,8 @@ def main():
         meta["memtrack"] = bool(memtrack)
         meta["sgemm"] = sgemm_rates()
         log("sgemm alone: %s" % meta["sgemm"])
+        meta["sgemm_onednn"] = sgemm_rates("onednn")
+        log("oneDNN sgemm alone: %s" % meta["sgemm_onednn"])
         base = subprocess.run([sys.executable, "-c", "import torch,sys; sys.stdout.write(open('/proc/self/status').read())"],
                               stdout=subprocess.PIPE, text=True, env=env1()).stdout
         m = re.search(r"VmRSS:\s+(\d+)", base)

@@ -273,6 +273,7 @@ static int run_program(run *r, int argc, char **argv) {
         rc = ckrt_arena_fill(c, p->weights_bytes, p->static_bytes - p->weights_bytes, 0); /* optimizer state */
         if (!rc) rc = ckrt_run_load_inputs(r);
         if (!rc && r->resume) rc = ckrt_run_resume(r); /* the static region as it was after its step */
+        if (!rc && ckrt_dp_writes(r->dp)) rc = ckrt_run_check_ckpt_dir(r);
     }
     if (r->dp) { /* every rank checked its weights and inputs: stop all if one failed; same weights everywhere */
         rc = ckrt_dp_agree(r->dp, c, rc);

@@ -123,6 +123,7 @@ float ckrt_run_lr_scale(const run *r, int64_t s);
  * noted (ckrt_run_stop_signal: the signal, 0 if none); the tests' CKRT_DEBUG_KILL */
 int ckrt_run_save_ckpt(run *r, int64_t step);
 int ckrt_run_resume(run *r);
+int ckrt_run_check_ckpt_dir(run *r); /* refuses a --ckpt-dir holding a later run's checkpoints */
 void ckrt_run_catch_signals(void);
 int ckrt_run_stop_signal(void);
 void ckrt_run_debug_kill(const char *what, int64_t step);

@@ -15,9 +15,14 @@
  * ignores and the next checkpoint removes. The newest K are kept. --resume takes the newest file whose header fits and whose
  * checksum holds (an older one when the newest is damaged).
  *
+ * A run refuses a --ckpt-dir that already holds checkpoints past its first step (another run's,
+ * unless it resumes from that directory): they would be the newest there, so --keep would delete
+ * this run's own and a later --resume would silently continue the other run.
+ *
  * CKRT_DEBUG_KILL=step:N or ckpt:N (tests only) sends the process SIGKILL in the middle of step N
  * (after its forward) or in the middle of writing the checkpoint of step N.
  */
+#define _DEFAULT_SOURCE /* realpath */
 #include "main.h"
 
 #include <dirent.h>
@@ -196,6 +201,23 @@ static int load_one(run *r, const char *path, int64_t *step, char *why, size_t w
     fclose(f);
     *step = (int64_t)get64(h, 32);
     return bad ? -1 : CKRT_OK;
+}
+
+int ckrt_run_check_ckpt_dir(run *r) {
+    if (!r->ckpt_dir) return CKRT_OK;
+    char a[4200], b[4200];
+    /* resuming from the same directory: later files there are the damaged ones --resume skipped */
+    if (r->resume && realpath(r->ckpt_dir, a) && realpath(r->resume, b) && strcmp(a, b) == 0) return CKRT_OK;
+    int n = 0;
+    int64_t *steps = list_ckpts(r->ckpt_dir, &n);
+    int64_t newest = n ? steps[0] : -1;
+    free(steps);
+    if (newest <= r->first_step) return CKRT_OK;
+    /* its checkpoints would be the newest: --keep would delete this run's, and --resume would take them */
+    return ckrt_fail(&r->c, CKRT_ERR_USAGE,
+                     "--ckpt-dir '%s' holds ckpt-%lld.bin, past this run's start (step %lld): another run's checkpoints; "
+                     "continue that run with --resume '%s', or give an empty directory",
+                     r->ckpt_dir, (long long)newest, (long long)r->first_step, r->ckpt_dir);
 }
 
 int ckrt_run_resume(run *r) {

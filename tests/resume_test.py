@@ -123,6 +123,14 @@ def main():
     run([gpt] + flags + ["--save-every", "3", "--keep", "2", "--ckpt-dir", f"{WORK}/ck-keep"])
     left = sorted(os.listdir(f"{WORK}/ck-keep"))
     check(f"--keep 2 keeps the two newest: {left}", left == ["ckpt-12.bin", "ckpt-15.bin"])
+    # another run's later checkpoints in --ckpt-dir: --keep would delete this run's, --resume take theirs
+    p = run([gpt] + flags + ["--save-every", "3", "--ckpt-dir", f"{WORK}/ck-keep"])
+    lines = p.stderr.strip().splitlines()
+    check("a --ckpt-dir holding a later run's checkpoints: exit 2 in one line, before the first step: " +
+          (lines[-1] if lines else ""), p.returncode == 2 and len(lines) == 1 and "ckpt-15.bin" in p.stderr and
+          "--resume" in p.stderr and "loss" not in p.stdout and sorted(os.listdir(f"{WORK}/ck-keep")) == left, p.stderr)
+    p = run([gpt] + flags + ["--save-every", "3", "--ckpt-dir", f"{WORK}/ck-keep", "--resume", f"{WORK}/ck-keep"])
+    check("... and resuming from that directory is what it suggests (exit 0)", p.returncode == 0, p.stderr[-300:])
 
     # 4. SIGTERM
     x = rng.standard_normal((24, 64)).astype(np.float32)

@@ -35,6 +35,7 @@ Ends with `N passed, N failed`.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -336,6 +337,7 @@ def data_parallel(data, single):
     args = data + ["--epochs", "3", "--grad-accum", "2", "--shuffle", "--seed", "2"]
     full = run(mpi + args + ["--dump-params", f"{WORK}/dpfull-params"])
     ck = f"{WORK}/dp-ckpt"
+    shutil.rmtree(ck, ignore_errors=True)  # an earlier run's checkpoints would be refused
     killed = subprocess.run(mpi + args + ["--save-every", "1", "--ckpt-dir", ck], capture_output=True, text=True, timeout=900,
                             env=dict(os.environ, CKRT_DEBUG_KILL="step:3"))
     res = run(mpi + args + ["--ckpt-dir", ck, "--resume", ck, "--dump-params", f"{WORK}/dpres-params"])
@@ -349,6 +351,7 @@ def resume(data):
     args = data + ["--epochs", "3", "--grad-accum", "2", "--shuffle", "--seed", "4"]
     train(t, args, "res-full")
     ck = f"{WORK}/res-ckpt"
+    shutil.rmtree(ck, ignore_errors=True)  # an earlier run's checkpoints would be refused
     p = subprocess.run([t] + args + ["--save-every", "1", "--ckpt-dir", ck], capture_output=True, text=True,
                        env=dict(os.environ, CKRT_DEBUG_KILL="step:3"))
     killed = p.returncode == -9
