@@ -18,7 +18,9 @@
  * summed in the same order on every run. The ISA changes the order of the sums: the bits are
  * those of the host's ISA, which --report records ("gemm"). ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's own
  * variable, read once) caps it, for the bits of any AVX2 host. A CPU without AVX2 gets OpenBLAS
- * (its bits then differ again; the same run to run).
+ * (its bits then differ again; the same run to run). CKRT_GEMM=openblas asks for OpenBLAS on any
+ * CPU: for tools that cannot follow oneDNN's JIT code (under Valgrind, its AVX2 kernels read up to
+ * 32 bytes past the end of their own packing buffers, which memcheck reports).
  *
  * Threads: oneDNN's sgemm is not cut-invariant (a product cut into row or column pieces differs
  * from the uncut one in some elements for many shapes, at cuts of 16, 48 or 64: 1024x65x512,
@@ -40,8 +42,8 @@
 #define CK_PIECES_MAX 8            /* the most pieces a product is cut into */
 #define CK_PIECE_MIN_MNK (1 << 18) /* products smaller than this (M N K) are not cut */
 
-/* Pins oneDNN (once per process); true when this build has oneDNN and the CPU runs it at AVX2 or
- * better (after ONEDNN_MAX_CPU_ISA's cap). */
+/* Pins oneDNN (once per process); true when this build has oneDNN, the CPU runs it at AVX2 or
+ * better (after ONEDNN_MAX_CPU_ISA's cap) and CKRT_GEMM is not "openblas". */
 bool ckrt_dnnl_setup(void);
 
 /* What runs the GEMMs: "oneDNN <isa>" (avx2, avx512_core, ...) or "OpenBLAS". */

@@ -6,6 +6,9 @@
 #include "ckrt_pool.h"
 
 #include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #ifdef CKRT_HAVE_DNNL
 #include <dnnl.h>
@@ -19,6 +22,10 @@ bool ckrt_dnnl_setup(void) {
         /* AVX2 or better (the ISA values nest as bit sets); ONEDNN_MAX_CPU_ISA, read by oneDNN, caps it */
         dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
         state = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx2) == (unsigned)dnnl_cpu_isa_avx2 ? 1 : -1;
+        const char *want = getenv("CKRT_GEMM"); /* "openblas": OpenBLAS even where oneDNN runs */
+        if (want && strcmp(want, "openblas") == 0) state = -1;
+        else if (want && *want && strcmp(want, "onednn") != 0)
+            fprintf(stderr, "warning: CKRT_GEMM='%s' is neither 'onednn' nor 'openblas': ignored\n", want);
     }
     return state > 0;
 }
