@@ -299,7 +299,8 @@ CK_VEC static void ck_cpu_col2im_chans(float *img, float *col, int64_t c0, int64
  * fixed size: copies and per-element sums whose order does not depend on the cut. */
 typedef struct {
     float *out;
-    float *in; /* col2im's column matrix (written to: ck_cpu_col2im_chans); im2col's image, read only */
+    const float *in; /* im2col's image */
+    float *col;      /* col2im's column matrix (its scratch: ck_cpu_col2im_chans writes to it) */
     const ck_conv_geom *g;
 } ck_cols_job;
 
@@ -310,21 +311,21 @@ static inline void ck_im2col_block(void *arg, int64_t r0, int64_t r1) {
 
 static inline void ck_col2im_block(void *arg, int64_t c0, int64_t c1) {
     const ck_cols_job *j = arg;
-    ck_cpu_col2im_chans(j->out, j->in, c0, c1, j->g);
+    ck_cpu_col2im_chans(j->out, j->col, c0, c1, j->g);
 }
 
 #define CK_COLS_GRAIN 16384 /* floats of col per block */
 
 /* col (Cg * taps, out_n) from img (Cg, in_sp...). */
 static inline void ck_cpu_im2col(float *col, const float *img, int64_t Cg, const ck_conv_geom *g) {
-    ck_cols_job j = {col, (float *)img, g};
+    ck_cols_job j = {col, img, NULL, g};
     int64_t rows = Cg * g->taps;
     ckrt_parallel_for(rows, g->out_n >= CK_COLS_GRAIN ? 1 : CK_COLS_GRAIN / (g->out_n > 0 ? g->out_n : 1), ck_im2col_block, &j);
 }
 
 /* img (Cg, in_sp...) = col2im(col (Cg * taps, out_n)); col is scratch (ck_cpu_col2im_chans). */
 static inline void ck_cpu_col2im(float *img, float *col, int64_t Cg, const ck_conv_geom *g) {
-    ck_cols_job j = {img, col, g};
+    ck_cols_job j = {img, NULL, col, g};
     int64_t per = g->taps * g->out_n;
     ckrt_parallel_for(Cg, per >= CK_COLS_GRAIN ? 1 : CK_COLS_GRAIN / (per > 0 ? per : 1), ck_col2im_block, &j);
 }
