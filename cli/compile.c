@@ -95,6 +95,16 @@ static void print_fused(const ck_graph *g, bool explain) {
     if (chains)
         printf("fusion: %d elementwise chains of %d ops run as one loop each; %d intermediates (%lld bytes) need no memory\n",
                chains, ops, away, (long long)bytes);
+    int singles = 0;
+    int64_t over = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        if (n->op == CK_OP_FUSED || ck_node_inplace_input(n, 0) < 0 || (ck_ops[n->op].flags & CK_OPF_STATEFUL)) continue;
+        singles++, over += (int64_t)ck_value_bytes(n->out[0]);
+    }
+    if (singles)
+        printf("in place: %d elementwise nodes write their output over an input that dies there (%lld bytes)\n", singles,
+               (long long)over);
 }
 
 static void print_plan(const ck_graph *g, bool explain) {

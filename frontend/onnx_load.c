@@ -676,6 +676,7 @@ static bool load_node(loader *L, const Onnx__NodeProto *np, ck_op op) {
     for (size_t i = 0; i < np->n_attribute; i++) {
         ck_attr a;
         if (!convert_attr(L, np, np->attribute[i], &a)) return false;
+        if (!strncmp(a.name, "ckptc.", 6)) continue; /* the passes' own (ckptc.inplace): never a file's say */
         a.name = ck_arena_strdup(L->g->arena, a.name);
         n->attr[n->n_attr++] = a;
     }

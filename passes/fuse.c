@@ -5,7 +5,8 @@
  * Where it runs: last, on the final graph (after autodiff, optimizer, checkpoint/recompute,
  * offload, data parallel, early updates), just before ck_pass_plan (search.c's plan_passes), so it
  * sees every reader a value will ever have: the backward, recompute clones, offloads, graph
- * outputs. --no-fuse (o->no_fuse) skips it.
+ * outputs. --no-fuse (o->no_fuse) skips the chains; the single nodes in place (in_place_singles,
+ * below) are a memory-plan matter and stay.
  *
  * What is a member: Add, Sub, Mul, Div, Pow on float32; a unary op with a row in CKRT_UNARY_OPS
  * (runtime/ckrt_kernels_ops.h) on float32; Where with a bool condition and float32 values. Every
@@ -27,7 +28,7 @@
  * it (another node, a graph output, the loss, a gradient the trainer dumps); otherwise it is fused
  * away: it leaves g->values and gets no arena bytes. An output may take over the bytes of an input
  * that dies at the chain (same shape, float, nothing reads it later, no later member reads it):
- * attribute "inplace", the planner's in-place column. Bias add + GELU (both results kept for the
+ * attribute "ckptc.inplace", the planner's in-place column. Bias add + GELU (both results kept for the
  * backward) thus writes x + b over the GEMM's output instead of needing a third buffer.
  *
  * Memory: fusing moves the earlier members' reads down to the last member, so inputs that died
@@ -152,7 +153,7 @@ typedef struct fuser {
     bool *taken;      /* by schedule step: already in a chain */
     int *root;        /* by value id: the value whose bytes it is (views, in-place outputs: their input's) */
     int *last;        /* by root id: the last step that reads or writes it; INT_MAX: static or pinned */
-    int n_groups, n_ops, n_away;
+    int n_groups, n_ops, n_away, n_in_place;
 } fuser;
 
 /* Would this member's result be an output of the chain (read outside it)? */
@@ -271,7 +272,7 @@ static void grow(fuser *f, chain *c, int s) {
 
 /* Replaces the chain by one ckptc.Fused node at its last member's step; the members' results
  * nothing else reads leave g->values (marked in gone). An output that takes over an input's bytes
- * is said by the node's "inplace" attribute (the planner's in-place column: plan.c). */
+ * is said by the node's "ckptc.inplace" attribute (the planner's in-place column: plan.c). */
 static void replace(fuser *f, const chain *c, bool *gone) {
     ck_graph *g = f->g;
     layout l;
@@ -295,7 +296,7 @@ static void replace(fuser *f, const chain *c, bool *gone) {
         inplace[k] = l.alias[k];
         any |= l.alias[k] >= 0;
     }
-    if (any) ck_node_add_attr(g, fn, (ck_attr){.name = "inplace", .kind = CK_ATTR_INTS, .n = l.n_out, .ints = inplace});
+    if (any) ck_node_add_attr(g, fn, (ck_attr){.name = "ckptc.inplace", .kind = CK_ATTR_INTS, .n = l.n_out, .ints = inplace});
     /* what later chains see: inputs live to this step, outputs in place on their input's bytes */
     for (int k = 0; k < l.n_in; k++) {
         int r = f->root[l.in[k]->id];
@@ -356,9 +357,46 @@ static void count_readers(fuser *f) {
     }
 }
 
+/* A float elementwise node that no chain took (a member kind, or a unary op's derivative): may
+ * its output take over input k's bytes? */
+static bool single_in_place(const fuser *f, const ck_node *n, int k, int step) {
+    const ck_value *y = n->out[0], *e = n->in[k];
+    return e && e->dtype == CK_F32 && !e->host && same_shape(e, y) && f->last[f->root[e->id]] <= step;
+}
+
+/* Single nodes in place: the output of a float elementwise node outside every chain (Relu after
+ * a BatchNorm, a residual Add, Relu's derivative) takes over the bytes of a full-shape input
+ * that dies there, as a chain's may. Each kernel reads an element's inputs before it writes that
+ * element (ckrt_binary/unary/where/unary_grad on both backends), so the bits are the same, and
+ * the live bytes only fall: at that step by the input's size. Runs after the chains, on their
+ * liveness (fused inputs live to the fused node), so none overwrites what a chain reads. */
+static void in_place_singles(fuser *f, int n0) {
+    ck_graph *g = f->g;
+    for (int s = 0; s < n0; s++) {
+        ck_node *n = g->nodes[s];
+        if (!n || n->op == CK_OP_FUSED || ck_attr_find(n, "ckptc.inplace")) continue;
+        bool member = fusible(n);
+        if (n->op == CK_OP_UNARY_GRAD)
+            member = n->n_out == 1 && n->out[0] && n->out[0]->dtype == CK_F32 && !n->out[0]->host && n->n_in == 2 && n->in[0] &&
+                     n->in[1] && n->in[1]->dtype == CK_F32 && same_shape(n->in[0], n->out[0]) && same_shape(n->in[1], n->out[0]);
+        if (!member) continue;
+        for (int k = 0; k < n->n_in; k++) {
+            if (!single_in_place(f, n, k, s)) continue;
+            int64_t *at = ck_arena_alloc(g->arena, sizeof *at);
+            CK_ASSERT(at);
+            *at = k;
+            ck_node_add_attr(g, n, (ck_attr){.name = "ckptc.inplace", .kind = CK_ATTR_INTS, .n = 1, .ints = at});
+            int r = f->root[n->in[k]->id], o = n->out[0]->id;
+            if (f->last[r] < f->last[o]) f->last[r] = f->last[o];
+            f->root[o] = r;
+            f->n_in_place++;
+            break;
+        }
+    }
+}
+
 ck_status ck_pass_fuse(ck_graph *g, const ck_options *o, ck_diag *d) {
     (void)d;
-    if (o->no_fuse) return CK_OK;
     int nv = g->next_value_id + 1 + CK_FUSE_MAX_OUT * (g->n_nodes + 1);
     fuser f = {.g = g, .o = o};
     f.readers = calloc((size_t)nv, sizeof *f.readers);
@@ -370,12 +408,13 @@ ck_status ck_pass_fuse(ck_graph *g, const ck_options *o, ck_diag *d) {
     CK_ASSERT(f.readers && f.pinned && f.taken && gone && f.root && f.last);
     count_readers(&f);
     int n0 = g->n_nodes;
-    for (int s = 0; s < n0; s++) {
+    for (int s = 0; s < n0 && !o->no_fuse; s++) {
         if (f.taken[s] || !g->nodes[s] || !fusible(g->nodes[s]) || g->nodes[s]->op == CK_OP_FUSED) continue;
         chain c;
         grow(&f, &c, s);
         if (c.n >= 2) replace(&f, &c, gone);
     }
+    in_place_singles(&f, n0); /* on the steps f->last counts in, before the compaction */
     int nn = 0;
     for (int i = 0; i < n0; i++)
         if (g->nodes[i]) g->nodes[nn++] = g->nodes[i];

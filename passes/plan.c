@@ -68,7 +68,9 @@ double ck_dropout_ratio(const ck_node *n, const ck_options *o) {
  * (view_always: Identity and the reshapes; view_dropout: Dropout when it drops nothing and no
  * mask is wanted). An in-place op's output k overwrites one of its inputs (inplace_optimizer: SGD
  * and AdamW update the parameter and their state in place; inplace_each: GradAllReduce averages
- * each gradient in place; inplace_fused: a fused chain's output over an input that dies there). */
+ * each gradient in place; inplace_attr: per the node's "ckptc.inplace" attribute, which passes/fuse.c
+ * sets where an elementwise output takes over an input that dies there: a fused chain's, or a
+ * single float elementwise node's). */
 static bool view_always(const ck_node *n, const ck_options *o) {
     (void)n, (void)o;
     return true;
@@ -84,9 +86,10 @@ static int inplace_each(const ck_node *n, int k) {
     (void)n;
     return k;
 }
-/* ckptc.Fused: an output may take over a dead input's bytes (passes/fuse.c), per its "inplace" attribute */
-static int inplace_fused(const ck_node *n, int k) {
-    const ck_attr *a = ck_attr_find(n, "inplace");
+/* an elementwise node (ckptc.Fused, the float elementwise ops, UnaryGrad): output k takes over the
+ * bytes of input "ckptc.inplace"[k] (passes/fuse.c sets it; -1 or no attribute: none) */
+static int inplace_attr(const ck_node *n, int k) {
+    const ck_attr *a = ck_attr_find(n, "ckptc.inplace");
     return a && k < a->n ? (int)a->ints[k] : -1;
 }
 

@@ -50,16 +50,16 @@ typedef struct search {
     ck_diag *notes;
 } search;
 
-/* Fusion (fuse.c) never raises the live bytes at any step, but placement is greedy and can lose a
- * few bytes to fragmentation that the unfused graph did not: so a fused plan is kept only when its
- * peak is at most the unfused one's. A probe (a clone) is fused and planned first; when it fuses
- * nothing, or plans higher, g is planned unfused; else g is fused and planned like the probe. */
+/* Fusion (fuse.c: chains, unless --no-fuse, and single elementwise nodes in place) never raises
+ * the live bytes at any step, but placement is greedy and can lose a few bytes to fragmentation
+ * that the unfused graph did not: so a fused plan is kept only when its peak is at most the
+ * unfused one's. A probe (a clone) is fused and planned first; when it changes nothing, or plans
+ * higher, g is planned unfused; else g is fused and planned like the probe. */
 static ck_status fuse_and_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
-    if (o->no_fuse) return ck_pass_plan(g, o, d);
     ck_graph *probe = ck_graph_clone(g);
     ck_status st = ck_pass_fuse(probe, o, d);
-    bool fused = false;
-    for (int i = 0; i < probe->n_nodes; i++) fused |= probe->nodes[i]->op == CK_OP_FUSED;
+    bool fused = false; /* chains, or single nodes in place */
+    for (int i = 0; i < probe->n_nodes; i++) fused |= probe->nodes[i]->op == CK_OP_FUSED || ck_attr_find(probe->nodes[i], "ckptc.inplace");
     if (!st && fused) st = ck_pass_plan(probe, o, d);
     if (!st) st = ck_pass_plan(g, o, d);
     if (!st && fused && probe->plan.arena_bytes <= g->plan.arena_bytes) {

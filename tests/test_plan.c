@@ -749,12 +749,14 @@ END_TEST
 
 /* blocks keeps the segments whose recompute does not lower the peak (search.c, trim_blocks): the
  * search's plan is no higher than blocks' with every segment recomputed (a recompute_set of all
- * segments, which the search keeps as given) and recomputes no more; on the resnet sample with
- * SGD it keeps some (fewer FLOPs, a note saying so), and the result is deterministic. */
+ * segments, which the search keeps as given) and recomputes no more; on the padnet sample with
+ * SGD it keeps some (fewer FLOPs, a note saying so), and the result is deterministic. (The resnet
+ * sample kept 3 of 5 until single elementwise nodes ran in place: its all-recompute peak fell
+ * below what keeping any of them plans.) */
 START_TEST(blocks_keeps_what_does_not_lower_the_peak) {
-    static const char *files[] = {"mlp.onnx", "gpt.onnx", "resnet.onnx"};
+    static const char *files[] = {"mlp.onnx", "gpt.onnx", "resnet.onnx", "padnet.onnx"};
     static const bool all[4096] = {[0 ... 4095] = true};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", CK_SAMPLES, files[i]);
         ck_dim_binding bind = {"batch", 8};
@@ -778,7 +780,7 @@ START_TEST(blocks_keeps_what_does_not_lower_the_peak) {
         bool said = false;
         for (int n = 0; n < notes[0].n; n++) said = said || strstr(notes[0].msg[n], "segments kept instead of recomputed");
         ck_assert(said == (trimmed->recompute_flops < full->recompute_flops));
-        if (i == 2) ck_assert_int_lt(trimmed->recompute_flops, full->recompute_flops);
+        if (i == 3) ck_assert_int_lt(trimmed->recompute_flops, full->recompute_flops);
         printf("  %-12s blocks: peak %lld (every segment: %lld), recompute %lld FLOPs (%lld)\n", files[i],
                (long long)trimmed->plan.arena_bytes, (long long)full->plan.arena_bytes, (long long)trimmed->recompute_flops,
                (long long)full->recompute_flops);
