@@ -381,7 +381,9 @@ CK_DEV void ck_k_batch_norm_finish(int64_t ch, double mu, double q, int64_t cnt,
 }
 
 /* Training, channel ch of x, y: (N, C, S): batch mean and biased variance over (N, S) in double
- * (two passes, fixed order), rounded to float (mean_f, inv_std_f = 1 / sqrt(var + eps)); every
+ * (two passes; each adds a plane's element k to lane k % 8, the last S % 8 of a plane to lanes
+ * 0.. in order, and combines the lanes as CK_LANES_COMBINE: an order fixed by the shape, with
+ * independent chains that vectorize), rounded to float (mean_f, inv_std_f = 1 / sqrt(var + eps)); every
  * element normalized by ck_k_batch_norm_apply1 with them. Then, each when non-NULL (all (C)):
  * run_mean = momentum * in_mean + (1 - momentum) * batch_mean and
  * run_var = momentum * in_var + (1 - momentum) * var * (unbiased ? cnt / (cnt - 1) : 1), cnt = N * S
@@ -393,16 +395,29 @@ CK_DEV void ck_k_batch_norm_train_channel(int64_t ch, float *y, float *run_mean,
                                           const float *in_mean, const float *in_var, int64_t N, int64_t C, int64_t S,
                                           float eps, float momentum, int unbiased) {
     int64_t cnt = N * S;
-    double s = 0.0;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < S; k++) s += x[(n * C + ch) * S + k];
-    double mu = cnt > 0 ? s / (double)cnt : 0.0;
-    double q = 0.0;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < S; k++) {
-            double d = x[(n * C + ch) * S + k] - mu;
-            q += d * d;
+    int64_t s8 = S - S % CK_LANES;
+    double acc[CK_LANES] = {0};
+    for (int64_t n = 0; n < N; n++) {
+        const float *p = x + (n * C + ch) * S;
+        for (int64_t k = 0; k < s8; k += CK_LANES)
+            for (int l = 0; l < CK_LANES; l++) acc[l] += p[k + l];
+        for (int64_t k = s8; k < S; k++) acc[k - s8] += p[k];
+    }
+    double mu = cnt > 0 ? CK_LANES_COMBINE(acc) / (double)cnt : 0.0;
+    for (int l = 0; l < CK_LANES; l++) acc[l] = 0.0;
+    for (int64_t n = 0; n < N; n++) {
+        const float *p = x + (n * C + ch) * S;
+        for (int64_t k = 0; k < s8; k += CK_LANES)
+            for (int l = 0; l < CK_LANES; l++) {
+                double d = p[k + l] - mu;
+                acc[l] += d * d;
+            }
+        for (int64_t k = s8; k < S; k++) {
+            double d = p[k] - mu;
+            acc[k - s8] += d * d;
         }
+    }
+    double q = CK_LANES_COMBINE(acc);
     float mean_f, inv_std_f;
     ck_k_batch_norm_finish(ch, mu, q, cnt, run_mean, run_var, saved_mean, saved_inv_std, in_mean, in_var, eps, momentum,
                            unbiased, &mean_f, &inv_std_f);

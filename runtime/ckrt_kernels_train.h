@@ -213,20 +213,29 @@ CK_DEV void ck_k_lng_part(int64_t i, double *part, int64_t cols, int64_t rows, i
 
 /* BatchNormalization (training mode) backward, channel ch of dy, x, dx: (N, C, S); scale, mean,
  * inv_std, dscale, dbias: (C), mean / inv_std the float statistics the forward saved. Over the
- * n = N S elements of the channel (double, in (N, S) order), xhat = (x - mean) inv_std:
+ * n = N S elements of the channel (double, in the forward's statistics' lane order), xhat = (x - mean) inv_std:
  * dbias = sum dy, dscale = sum dy xhat, dx = scale inv_std (dy - dbias / n - xhat dscale / n).
  * dx, dscale, dbias may each be NULL. */
 CK_DEV void ck_k_batch_norm_grad_channel(int64_t ch, float *dx, float *dscale, float *dbias, const float *dy,
                                          const float *x, const float *scale, const float *mean, const float *inv_std,
                                          int64_t N, int64_t C, int64_t S) {
-    double mu = mean[ch], is = inv_std[ch], sb = 0.0, ss = 0.0;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < S; k++) {
-            int64_t i = (n * C + ch) * S + k;
-            double d = dy[i];
-            sb += d;
-            ss += d * (((double)x[i] - mu) * is);
+    double mu = mean[ch], is = inv_std[ch], ab[CK_LANES] = {0}, as[CK_LANES] = {0};
+    int64_t s8 = S - S % CK_LANES;
+    for (int64_t n = 0; n < N; n++) {
+        const float *g = dy + (n * C + ch) * S, *p = x + (n * C + ch) * S;
+        for (int64_t k = 0; k < s8; k += CK_LANES)
+            for (int l = 0; l < CK_LANES; l++) {
+                double d = g[k + l];
+                ab[l] += d;
+                as[l] += d * (((double)p[k + l] - mu) * is);
+            }
+        for (int64_t k = s8; k < S; k++) {
+            double d = g[k];
+            ab[k - s8] += d;
+            as[k - s8] += d * (((double)p[k] - mu) * is);
         }
+    }
+    double sb = CK_LANES_COMBINE(ab), ss = CK_LANES_COMBINE(as);
     if (dscale) dscale[ch] = (float)ss;
     if (dbias) dbias[ch] = (float)sb;
     if (!dx) return;
