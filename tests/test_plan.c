@@ -696,6 +696,42 @@ START_TEST(fusion_chains) {
 }
 END_TEST
 
+/* Single elementwise nodes in place (fuse.c, also under --no-fuse): on the residual graph
+ * a = relu(x); b = relu(a); c = relu(b); d = a + c, relu(x) may not overwrite the input x, b may
+ * not overwrite a (d reads it later), c overwrites b and d overwrites a: two buffers instead of
+ * three. With b a graph output too, c may not overwrite it. */
+START_TEST(single_nodes_in_place) {
+    for (int pin_b = 0; pin_b < 2; pin_b++) {
+        ck_graph *g = ck_graph_new();
+        ck_value *x = input(g, "x", 1024);
+        ck_value *a = add(g, CK_OP_RELU, "a", 1, &x)->out[0];
+        ck_value *b = add(g, CK_OP_RELU, "b", 1, &a)->out[0];
+        ck_value *c = add(g, CK_OP_RELU, "c", 1, &b)->out[0];
+        ck_value *dd = add(g, CK_OP_ADD, "d", 2, (ck_value *[]){a, c})->out[0];
+        ck_graph_set_inputs(g, 1, &x);
+        ck_graph_set_outputs(g, pin_b ? 2 : 1, (ck_value *[]){dd, b});
+        ck_options o = opts;
+        o.no_fuse = true;
+        ck_assert_int_eq(ck_pass_fuse(g, &o, NULL), CK_OK);
+        ck_assert_int_eq(g->n_nodes, 4);
+        ck_assert_int_eq(ck_node_inplace_input(g->nodes[0], 0), -1);
+        ck_assert_int_eq(ck_node_inplace_input(g->nodes[1], 0), -1);
+        ck_assert_int_eq(ck_node_inplace_input(g->nodes[2], 0), pin_b ? -1 : 0);
+        ck_assert_int_eq(ck_node_inplace_input(g->nodes[3], 0), 0);
+        ck_assert_int_eq(ck_pass_plan(g, &o, NULL), CK_OK);
+        ck_assert_int_eq(dd->offset, a->offset);
+        if (pin_b) {
+            ck_assert_int_ne(c->offset, b->offset);
+            ck_assert_int_eq(g->plan.arena_bytes - g->plan.static_bytes, 3 * 4096);
+        } else {
+            ck_assert_int_eq(c->offset, b->offset);
+            ck_assert_int_eq(g->plan.arena_bytes - g->plan.static_bytes, 2 * 4096);
+        }
+        ck_graph_free(g);
+    }
+}
+END_TEST
+
 /* ir/clone.c and passes/search.c: the rest of the passes on a clone of the trained graph plan
  * exactly what a fresh load planned (every policy, offload, data parallel), the trained graph is
  * left untouched (a second clone plans the same again), a clone of a planned graph is that graph,
@@ -807,6 +843,7 @@ int main(void) {
     tcase_add_test(tc, data_parallel_buckets);
     tcase_add_test(tc, clones_plan_like_a_fresh_load);
     tcase_add_test(tc, fusion_chains);
+    tcase_add_test(tc, single_nodes_in_place);
     tcase_add_test(tc, blocks_keeps_what_does_not_lower_the_peak);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
