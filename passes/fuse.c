@@ -153,7 +153,7 @@ typedef struct fuser {
     bool *taken;      /* by schedule step: already in a chain */
     int *root;        /* by value id: the value whose bytes it is (views, in-place outputs: their input's) */
     int *last;        /* by root id: the last step that reads or writes it; INT_MAX: static or pinned */
-    int n_groups, n_ops, n_away, n_in_place;
+    int n_groups, n_ops, n_away;
 } fuser;
 
 /* Would this member's result be an output of the chain (read outside it)? */
@@ -389,7 +389,6 @@ static void in_place_singles(fuser *f, int n0) {
             int r = f->root[n->in[k]->id], o = n->out[0]->id;
             if (f->last[r] < f->last[o]) f->last[r] = f->last[o];
             f->root[o] = r;
-            f->n_in_place++;
             break;
         }
     }
