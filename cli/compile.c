@@ -99,7 +99,7 @@ static void print_fused(const ck_graph *g, bool explain) {
     int64_t over = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const ck_node *n = g->nodes[i];
-        if (n->op == CK_OP_FUSED || ck_node_inplace_input(n, 0) < 0 || (ck_ops[n->op].flags & CK_OPF_STATEFUL)) continue;
+        if (n->op == CK_OP_FUSED || !ck_attr_find(n, CK_INPLACE_ATTR)) continue; /* not the optimizer or all-reduce */
         singles++, over += (int64_t)ck_value_bytes(n->out[0]);
     }
     if (singles)

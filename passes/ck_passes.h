@@ -195,7 +195,12 @@ double ck_dropout_ratio(const ck_node *n, const ck_options *o);
 
 /* Is this node a view of its first input (no kernel, same bytes)? */
 bool ck_node_is_view(const ck_node *n, const ck_options *o);
-/* The input whose bytes output k overwrites in place (optimizer updates), or -1. */
+/* The input whose bytes output k overwrites in place (optimizer updates, the gradient all-reduce,
+ * elementwise nodes per CK_INPLACE_ATTR), or -1. */
 int ck_node_inplace_input(const ck_node *n, int k);
+/* The attribute (ints: per output, the input it overwrites, or -1) that passes/fuse.c puts on an
+ * elementwise node whose output takes over a dying input's bytes; the loader drops ckptc.*
+ * attributes from files, so only the passes set it. */
+#define CK_INPLACE_ATTR "ckptc.inplace"
 
 #endif

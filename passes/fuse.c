@@ -296,7 +296,7 @@ static void replace(fuser *f, const chain *c, bool *gone) {
         inplace[k] = l.alias[k];
         any |= l.alias[k] >= 0;
     }
-    if (any) ck_node_add_attr(g, fn, (ck_attr){.name = "ckptc.inplace", .kind = CK_ATTR_INTS, .n = l.n_out, .ints = inplace});
+    if (any) ck_node_add_attr(g, fn, (ck_attr){.name = CK_INPLACE_ATTR, .kind = CK_ATTR_INTS, .n = l.n_out, .ints = inplace});
     /* what later chains see: inputs live to this step, outputs in place on their input's bytes */
     for (int k = 0; k < l.n_in; k++) {
         int r = f->root[l.in[k]->id];
@@ -374,18 +374,15 @@ static void in_place_singles(fuser *f, int n0) {
     ck_graph *g = f->g;
     for (int s = 0; s < n0; s++) {
         ck_node *n = g->nodes[s];
-        if (!n || n->op == CK_OP_FUSED || ck_attr_find(n, "ckptc.inplace")) continue;
-        bool member = fusible(n);
-        if (n->op == CK_OP_UNARY_GRAD)
-            member = n->n_out == 1 && n->out[0] && n->out[0]->dtype == CK_F32 && !n->out[0]->host && n->n_in == 2 && n->in[0] &&
-                     n->in[1] && n->in[1]->dtype == CK_F32 && same_shape(n->in[0], n->out[0]) && same_shape(n->in[1], n->out[0]);
-        if (!member) continue;
+        if (!n || n->op == CK_OP_FUSED || ck_attr_find(n, CK_INPLACE_ATTR)) continue;
+        const ck_value *y = n->out[0]; /* UnaryGrad: dy and x have y's shape (single_in_place checks the one it takes) */
+        if (n->op == CK_OP_UNARY_GRAD ? !y || y->dtype != CK_F32 || y->host : !fusible(n)) continue;
         for (int k = 0; k < n->n_in; k++) {
             if (!single_in_place(f, n, k, s)) continue;
             int64_t *at = ck_arena_alloc(g->arena, sizeof *at);
             CK_ASSERT(at);
             *at = k;
-            ck_node_add_attr(g, n, (ck_attr){.name = "ckptc.inplace", .kind = CK_ATTR_INTS, .n = 1, .ints = at});
+            ck_node_add_attr(g, n, (ck_attr){.name = CK_INPLACE_ATTR, .kind = CK_ATTR_INTS, .n = 1, .ints = at});
             int r = f->root[n->in[k]->id], o = n->out[0]->id;
             if (f->last[r] < f->last[o]) f->last[r] = f->last[o];
             f->root[o] = r;

@@ -89,7 +89,7 @@ static int inplace_each(const ck_node *n, int k) {
 /* an elementwise node (ckptc.Fused, the float elementwise ops, UnaryGrad): output k takes over the
  * bytes of input "ckptc.inplace"[k] (passes/fuse.c sets it; -1 or no attribute: none) */
 static int inplace_attr(const ck_node *n, int k) {
-    const ck_attr *a = ck_attr_find(n, "ckptc.inplace");
+    const ck_attr *a = ck_attr_find(n, CK_INPLACE_ATTR);
     return a && k < a->n ? (int)a->ints[k] : -1;
 }
 

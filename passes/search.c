@@ -59,7 +59,7 @@ static ck_status fuse_and_plan(ck_graph *g, const ck_options *o, ck_diag *d) {
     ck_graph *probe = ck_graph_clone(g);
     ck_status st = ck_pass_fuse(probe, o, d);
     bool fused = false; /* chains, or single nodes in place */
-    for (int i = 0; i < probe->n_nodes; i++) fused |= probe->nodes[i]->op == CK_OP_FUSED || ck_attr_find(probe->nodes[i], "ckptc.inplace");
+    for (int i = 0; i < probe->n_nodes; i++) fused |= probe->nodes[i]->op == CK_OP_FUSED || ck_attr_find(probe->nodes[i], CK_INPLACE_ATTR);
     if (!st && fused) st = ck_pass_plan(probe, o, d);
     if (!st) st = ck_pass_plan(g, o, d);
     if (!st && fused && probe->plan.arena_bytes <= g->plan.arena_bytes) {
