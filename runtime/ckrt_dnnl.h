@@ -25,7 +25,7 @@
  * Threads: oneDNN's sgemm is not cut-invariant (a product cut into row or column pieces differs
  * from the uncut one in some elements for many shapes, at cuts of 16, 48 or 64: 1024x65x512,
  * 147x1024x64, 128x64x1152, ...), so cuts chosen by the thread count would change the bits.
- * ckrt_sgemm_cut cuts a product into pieces chosen from its shape alone (sgemm_piece in cpu_dnnl.c:
+ * ckrt_sgemm_cut cuts a product into pieces chosen from its shape alone (ckrt_sgemm_piece:
  * along its longer side, at most CK_PIECES_MAX pieces of at least CK_PIECE_MIN, at multiples of
  * 16; products under CK_PIECE_MIN_MNK multiply-adds stay whole) and runs them as blocks of the
  * pool: one thread runs them all, more share them, and the bits are the same. The price: each
@@ -54,6 +54,11 @@ const char *ckrt_gemm_name(void);
  * says so, else OpenBLAS. */
 void ckrt_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* The piece length ckrt_sgemm_cut cuts an (M, N, K) product into: along its columns (N) when
+ * *by_cols, else its rows (M); the whole length when it is not cut. The convolutions' fused
+ * kernels (cpu_conv.h) run these same pieces themselves, so their bits are ckrt_sgemm_cut's. */
+int64_t ckrt_sgemm_piece(int64_t M, int64_t N, int64_t K, bool *by_cols);
 
 /* The same product cut into pieces chosen by its shape alone, run over the thread pool. */
 void ckrt_sgemm_cut(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,

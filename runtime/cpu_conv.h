@@ -222,6 +222,59 @@ CK_VEC static void ck_cpu_im2col_rows(float *col, const float *img, int64_t r0, 
     }
 }
 
+/* Columns [q0, q1) (output positions) of every row of a 2-D convolution's column matrix
+ * (rows Cg * taps) from img: what ck_cpu_im2col_2d writes there, element for element. For the
+ * fused forward (cpu_dense.c), whose pieces of output positions each fill their own columns.
+ * Flat convolutions copy the range at once and zero its edge columns; the others go by output
+ * row, the part [ja, jb) of rows oh_a .. oh_b that the range covers. */
+CK_VEC __attribute__((unused)) static void ck_cpu_im2col_2d_cols(float *col, const float *img, int64_t rows, int64_t q0,
+                                                                int64_t q1, const ck_conv_geom *g) {
+    int64_t H = g->in_sp[0], W = g->in_sp[1], OW = g->run, st0 = g->st[0], st1 = g->st[1];
+    int64_t oh_a = q0 / OW, oh_b = (q1 - 1) / OW;
+    bool flat = ck_conv_flat(g);
+    ck_taps2d T;
+    ck_taps2d_init(g, &T);
+    for (int64_t r = 0, t = 0, c = 0; r < rows; r++) {
+        const ck_tap2d *f = ck_taps2d_get(g, &T, t);
+        const float *src = img + c * g->in_n;
+        float *dst = col + r * g->col_rs;
+        if (++t == g->taps) t = 0, c++;
+        if (flat) { /* dst[q] = src[q + off] on [qa, qb) (empty when no column is inside), else 0 */
+            int64_t qa = f->qa > q0 ? f->qa : q0, qb = f->qb < q1 ? f->qb : q1;
+            if (f->j0 == f->j1 || qb < qa) qa = qb = q1;
+            memset(dst + q0, 0, sizeof(float) * (size_t)(qa - q0));
+            memcpy(dst + qa, src + qa + f->off, sizeof(float) * (size_t)(qb - qa));
+            memset(dst + qb, 0, sizeof(float) * (size_t)(q1 - qb));
+            if (f->j0 == 0 && f->j1 == W) continue;
+            for (int64_t oh = oh_a; oh <= oh_b; oh++) { /* the edge columns, inside [q0, q1) */
+                int64_t ja = oh == oh_a ? q0 - oh * W : 0, jb = oh == oh_b ? q1 - oh * W : W;
+                for (int64_t j = ja; j < jb && j < f->j0; j++) dst[oh * W + j] = 0.0f;
+                for (int64_t j = ja > f->j1 ? ja : f->j1; j < jb; j++) dst[oh * W + j] = 0.0f;
+            }
+            continue;
+        }
+        for (int64_t oh = oh_a; oh <= oh_b; oh++) {
+            int64_t ja = oh == oh_a ? q0 - oh * OW : 0, jb = oh == oh_b ? q1 - oh * OW : OW, ih = oh * st0 + f->sh;
+            float *d = dst + oh * OW;        /* d[j]: output position (oh, j) */
+            int64_t lo = jb, hi = jb;        /* the copied columns [lo, hi): inside the input */
+            if (ih >= 0 && ih < H) {
+                lo = ja > f->j0 ? ja : f->j0;
+                lo = lo < jb ? lo : jb;
+                hi = jb < f->j1 ? jb : f->j1;
+                hi = hi > lo ? hi : lo;
+            }
+            for (int64_t j = ja; j < lo; j++) d[j] = 0.0f;
+            if (hi > lo) {
+                const float *s = src + ih * W + f->p0 + lo * st1; /* column lo's input element */
+                if (st1 == 1) memcpy(d + lo, s, sizeof(float) * (size_t)(hi - lo));
+                else
+                    for (int64_t j = lo; j < hi; j++) d[j] = s[(j - lo) * st1];
+            }
+            for (int64_t j = hi; j < jb; j++) d[j] = 0.0f;
+        }
+    }
+}
+
 typedef float ck_v4f __attribute__((vector_size(16))); /* GCC/Clang vectors: 4 adds at once, same bits */
 
 /* One run of col2im: d (column j0's input element) += c[j0, j1). Elementwise: vector or scalar,

@@ -96,7 +96,7 @@ static void pieces(void *arg, int64_t p0, int64_t p1) {
 
 /* The piece length for an (M, N, K) product, along its columns when *by_cols, else its rows; the
  * whole side's length when it is not cut. */
-static int64_t sgemm_piece(int64_t M, int64_t N, int64_t K, bool *by_cols) {
+int64_t ckrt_sgemm_piece(int64_t M, int64_t N, int64_t K, bool *by_cols) {
     *by_cols = N > M;
     int64_t len = *by_cols ? N : M;
     if (M * N * K < CK_PIECE_MIN_MNK || len < 2 * CK_PIECE_MIN) return len;
@@ -107,7 +107,7 @@ static int64_t sgemm_piece(int64_t M, int64_t N, int64_t K, bool *by_cols) {
 void ckrt_sgemm_cut(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     piece_job j = {trans_a, trans_b, false, M, N, K, lda, ldb, ldc, 0, 0, alpha, beta, A, B, C};
-    j.piece = sgemm_piece(M, N, K, &j.by_cols);
+    j.piece = ckrt_sgemm_piece(M, N, K, &j.by_cols);
     j.len = j.by_cols ? N : M;
     if (j.piece >= j.len) {
         ckrt_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -102,6 +102,41 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
     return CKRT_OK;
 }
 
+/* The fused weight gradient: when ckrt_sgemm_cut would cut dw (M, R) (+)= A (M, cols) @ col^T
+ * along R, one block takes one such piece of rows [r0, r1) of the column matrix (channel and tap)
+ * for every image of [n0, n1) in turn (batched: the one batch's images, A its staged dy): it
+ * writes those rows of the column matrix (ck_cpu_im2col_rows) and multiplies them into its
+ * columns of dw, image after image (batch after batch: the caller's). The same products, pieces
+ * and order of sums as ckrt_sgemm_cut's below, so the same bits; but one fork-join per batch (the
+ * whole batch when unbatched) instead of two per image, and each thread reads the rows it wrote
+ * (see conv_cols_block in cpu_dense.c for why that matters). */
+typedef struct {
+    float *dw, *col;
+    const float *dy, *x, *stage; /* stage: B > 1, the batch's dy side by side; else dy's images */
+    int64_t n0, n1, nb, C, M, R, in_n, out_n, piece;
+    const ck_conv_geom *g;
+} wgrad_job;
+
+static void wgrad_block(void *arg, int64_t p0, int64_t p1) {
+    const wgrad_job *j = arg;
+    int64_t cols = j->stage ? j->nb * j->out_n : j->out_n;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t r0 = p * j->piece, r1 = j->R - r0 < j->piece ? j->R : r0 + j->piece;
+        if (j->stage) {
+            for (int64_t i = 0; i < j->nb; i++)
+                ck_cpu_im2col_rows(j->col + i * j->out_n, j->x + (j->n0 + i) * j->C * j->in_n, r0, r1, j->g);
+            ckrt_sgemm(false, true, j->M, r1 - r0, cols, 1.0f, j->stage, cols, j->col + r0 * cols, cols, j->n0 == 0 ? 0.0f : 1.0f,
+                       j->dw + r0, j->R);
+            continue;
+        }
+        for (int64_t n = j->n0; n < j->n1; n++) {
+            ck_cpu_im2col_rows(j->col, j->x + n * j->C * j->in_n, r0, r1, j->g);
+            ckrt_sgemm(false, true, j->M, r1 - r0, cols, 1.0f, j->dy + n * j->M * j->out_n, cols, j->col + r0 * cols, cols,
+                       n == 0 ? 0.0f : 1.0f, j->dw + r0, j->R);
+        }
+    }
+}
+
 int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *x, float *ws, int nsp, int64_t N, int64_t C,
                           int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
                           const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
@@ -116,16 +151,29 @@ int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *
     ck_conv_geom geom;
     CKRT_TRY(grad_geometry(c, ws, nsp, in_sp, out_sp, k, strides, pads_begin, dilations, &geom, &direct));
     int64_t B = direct ? 1 : ck_conv_batch(N, group, Mg, R, out_n);
+    wgrad_job j = {dw, ws, dy, x, NULL, 0, N, 1, C, M, R, in_n, out_n, 0, &geom};
+    bool by_cols;
     if (B > 1) { /* B images at once (group 1): col (R, nb out_n), dy gathered as (M, nb out_n) */
         float *stage = ws + R * B * out_n;
         for (int64_t n0 = 0; n0 < N; n0 += B) {
             int64_t nb = N - n0 < B ? N - n0 : B, cols = nb * out_n;
             geom.col_rs = cols;
-            for (int64_t i = 0; i < nb; i++) ck_cpu_im2col(ws + i * out_n, x + (n0 + i) * C * in_n, C, &geom);
             gather_dy(stage, dy, n0, nb, M, out_n);
+            j.piece = ckrt_sgemm_piece(M, R, cols, &by_cols);
+            if (by_cols && j.piece < R) { /* fused: wgrad_block */
+                j.stage = stage, j.n0 = n0, j.n1 = n0 + nb, j.nb = nb;
+                ckrt_parallel_for((R + j.piece - 1) / j.piece, 1, wgrad_block, &j);
+                continue;
+            }
+            for (int64_t i = 0; i < nb; i++) ck_cpu_im2col(ws + i * out_n, x + (n0 + i) * C * in_n, C, &geom);
             /* dw (M, R) (+)= dy (M, nb out_n) @ col^T (nb out_n, R), batches in order */
             ckrt_sgemm_cut(false, true, M, R, cols, 1.0f, stage, cols, ws, cols, n0 == 0 ? 0.0f : 1.0f, dw, R);
         }
+        return CKRT_OK;
+    }
+    j.piece = ckrt_sgemm_piece(Mg, R, out_n, &by_cols);
+    if (group == 1 && !direct && by_cols && j.piece < R) { /* fused: wgrad_block, every image in one job */
+        ckrt_parallel_for((R + j.piece - 1) / j.piece, 1, wgrad_block, &j);
         return CKRT_OK;
     }
     for (int64_t n = 0; n < N; n++) {

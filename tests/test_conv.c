@@ -171,6 +171,12 @@ static const geo geos[] = {
     {2, 2, 2, 3, 1, {2, 3}, {5, 5}, {1, 1}, {2, 2}, {3, 2}, {1, 1}, 1},      /* taps wholly outside */
     {2, 1, 2, 3, 1, {12, 13}, {12, 12}, {1, 1}, {5, 6}, {6, 5}, {1, 1}, 1},  /* 144 taps: no tap table */
     {2, 2, 2, 4, 2, {1, 6}, {1, 3}, {1, 1}, {0, 1}, {0, 1}, {1, 1}, 0},      /* one row, groups */
+    /* the fused kernels (cpu_dense.c conv_cols_block, cpu_train_conv.c wgrad_block): pieces of
+     * output positions (forward, more than one thread) or of column-matrix rows (weight gradient)
+     * over every image; the 3-thread run above must give the 1-thread bits */
+    {2, 2, 8, 16, 1, {32, 33}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1},  /* stride 2: pieces of 80 across rows of 17 */
+    {2, 2, 8, 32, 1, {15, 17}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 0},  /* flat, pieces of 96 across rows of 17 */
+    {2, 2, 128, 32, 1, {16, 16}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}, /* 1x1: the image is the column matrix */
 };
 
 START_TEST(conv_matches_reference) { check_geo(&geos[_i]); }
@@ -192,6 +198,25 @@ START_TEST(columns_match_bodies) {
         float want = ck_k_im2col(i, img, g->nsp, g->in, out, g->k, g->st, g->pb, g->dl);
         ck_assert_msg(memcmp(&want, &col[i], sizeof want) == 0, "im2col element %lld: %a vs %a", (long long)i, col[i], want);
     }
+    if (g->nsp == 2) /* the fused forward's column ranges (pieces of 7, 1 and all positions) */
+        for (int64_t step = 7; step > 0; step = step == 7 ? 1 : step == 1 ? -1 : 0) {
+            int64_t step_len = step < 0 ? on : step;
+            for (int64_t q = 0; q < on; q += step_len) {
+                int64_t q1 = q + step_len < on ? q + step_len : on, len = q1 - q;
+                geom.col_rs = len;
+                float *piece = col + rows * q; /* the piece's own (rows, len) block, as conv_cols_block */
+                for (int64_t i = 0; i < rows * len; i++) piece[i] = NAN;
+                ck_cpu_im2col_2d_cols(piece - q, img, rows, q, q1, &geom);
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t j = q; j < q1; j++) {
+                        float want = ck_k_im2col(r * on + j, img, g->nsp, g->in, out, g->k, g->st, g->pb, g->dl);
+                        ck_assert_msg(memcmp(&want, &piece[r * len + j - q], sizeof want) == 0,
+                                      "im2col columns [%lld, %lld) row %lld column %lld: %a vs %a", (long long)q, (long long)q1,
+                                      (long long)r, (long long)j, piece[r * len + j - q], want);
+                    }
+            }
+            geom.col_rs = on;
+        }
     fill(col, rows * on, 11u + (unsigned)_i);
     for (int64_t i = 0; i < rows * on; i++) col[i] *= 1.0f + 0.001f * (float)(i % 97); /* full mantissas: order shows */
     ck_cpu_col2im(img2, col, Cg, &geom);
