@@ -126,6 +126,7 @@ ck_status ck_emit_conv(ck_emit *e, const ck_node *n) {
     else ck_emit_printf(e, "NULL");
     if (n->ws_bytes > 0) ck_emit_printf(e, ", (float *)(A + %lld)", (long long)n->ws_offset);
     else ck_emit_printf(e, ", NULL");
+    ck_emit_printf(e, ", %lld", (long long)ck_attr_int(n, CK_LANES_ATTR, 1));
     ck_emit_printf(e, ", %d, %lld, %lld, %lld, %lld, ", ns, (long long)x->dims[0], (long long)x->dims[1],
                    (long long)w->dims[0], (long long)ck_attr_int(n, "group", 1));
     ck_emit_i64s(e, ns, x->dims + 2);

@@ -62,6 +62,7 @@ static ck_status emit_conv_grad(ck_emit *e, const ck_node *n, bool weight) {
     ck_emit_ptr(e, n->in[1], true);
     if (n->ws_bytes > 0) ck_emit_printf(e, ", (float *)(A + %lld)", (long long)n->ws_offset);
     else ck_emit_printf(e, ", NULL");
+    if (!weight) ck_emit_printf(e, ", %lld", (long long)ck_attr_int(n, CK_LANES_ATTR, 1));
     ck_emit_printf(e, ", %d, %lld, %lld, %lld, %lld", ns, (long long)x->dims[0], (long long)x->dims[1], (long long)w->dims[0],
                    (long long)group);
     emit_arrays(e, ns, 6, (const int64_t *const[]){x->dims + 2, dy->dims + 2, k, st, pb, dl});

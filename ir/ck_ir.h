@@ -380,6 +380,10 @@ void ck_graph_remove_dead(ck_graph *g);
 
 const ck_attr *ck_attr_find(const ck_node *n, const char *name);
 int64_t ck_attr_int(const ck_node *n, const char *name, int64_t dflt);
+/* Convolution lanes (runtime/ckrt_conv_batch.h): on a Conv or ConvGradInput node, how many
+ * batches of images its CPU kernel runs at once, each in its own workspace (the workspace
+ * functions multiply by it). Only passes/lanes.c sets it; the loader drops ckptc.* attributes. */
+#define CK_LANES_ATTR "ckptc.lanes"
 float ck_attr_float(const ck_node *n, const char *name, float dflt);
 const char *ck_attr_str(const ck_node *n, const char *name, const char *dflt);
 

@@ -443,8 +443,8 @@ ck_status ck_infer_conv(ck_node *n, ck_diag *d) {
 
 /* The kernels lower one image (one group) at a time to a column matrix for GEMM:
  * (C/group * prod(kernel)) x prod(out spatial) floats, or B images side by side plus a staging
- * matrix where the images have few output positions (ckrt_conv_batch.h). 1x1 stride-1 unpadded
- * convs need none. */
+ * matrix where the images have few output positions (ckrt_conv_batch.h); times its lanes
+ * (CK_LANES_ATTR). 1x1 stride-1 unpadded convs need none. */
 int64_t ck_ws_conv(const ck_node *n) {
     const ck_value *x = n->in[0], *w = n->in[1], *y = n->out[0];
     int64_t k = w->dims[1], sp = 1;
@@ -458,7 +458,8 @@ int64_t ck_ws_conv(const ck_node *n) {
     for (int i = 0; pads && i < pads->n; i++) trivial = trivial && pads->ints[i] == 0;
     if (trivial && strcmp(ck_attr_str(n, "auto_pad", "NOTSET"), "NOTSET") == 0) return 0;
     int64_t group = ck_attr_int(n, "group", 1), mg = w->dims[0] / (group > 0 ? group : 1);
-    return ck_conv_ws_floats(ck_conv_batch(x->dims[0], group, mg, k, sp), mg, k, sp) * (int64_t)ck_dtype_size(x->dtype);
+    return ck_conv_ws_floats(ck_attr_int(n, CK_LANES_ATTR, 1), ck_conv_batch(x->dims[0], group, mg, k, sp), mg, k, sp) *
+           (int64_t)ck_dtype_size(x->dtype);
 }
 
 ck_status ck_infer_pool(ck_node *n, ck_diag *d) {

@@ -126,7 +126,8 @@ ck_status ck_infer_optimizer(ck_node *n, ck_diag *d) {
 /* The CPU conv-gradient kernels (runtime/cpu_train_conv.c) lower one image (one group) at a time
  * through a column matrix: (C/group * prod(kernel)) x prod(dy spatial) floats, or B images side
  * by side plus a staging matrix for dy where the images have few positions (ckrt_conv_batch.h),
- * every byte written (ConvGradInput: w_g^T dy_g; ConvGradWeight: im2col(x_g)). A 1x1 conv with no begin padding
+ * every byte written (ConvGradInput: w_g^T dy_g, times its lanes, CK_LANES_ATTR; ConvGradWeight:
+ * im2col(x_g)). A 1x1 conv with no begin padding
  * whose output is as large as its input needs none (x or dx is its own column matrix): the
  * kernels test exactly this on the resolved pads, and auto_pad resolves to no padding there. */
 int64_t ck_ws_conv_grad(const ck_node *n) {
@@ -147,5 +148,6 @@ int64_t ck_ws_conv_grad(const ck_node *n) {
         for (int i = 0; i < dy->rank - 2; i++) direct = direct && pads->ints[i] == 0;
     if (direct || ck_value_numel(dy) == 0) return 0;
     int64_t mg = dy->dims[1] / (group > 0 ? group : 1);
-    return ck_conv_ws_floats(ck_conv_batch(dy->dims[0], group, mg, k, sp), mg, k, sp) * (int64_t)ck_dtype_size(dy->dtype);
+    int64_t lanes = weight ? 1 : ck_attr_int(n, CK_LANES_ATTR, 1);
+    return ck_conv_ws_floats(lanes, ck_conv_batch(dy->dims[0], group, mg, k, sp), mg, k, sp) * (int64_t)ck_dtype_size(dy->dtype);
 }

@@ -36,6 +36,8 @@
  *                    settled), trim_blocks keeps each segment whose recompute does not lower the peak.
  *   --clip-grad-norm  its updates run after the whole backward; a second plan with early updates
  *                    says what that costs (a note, nothing chosen).
+ *   lanes            last, on the plan all of the above settled (one try included): convolutions
+ *                    get CPU lanes where their larger workspace leaves that peak as it is (lanes.c).
  * What the search chose goes to the caller's notes, one line each (the CLI prints them).
  */
 #include "ck_passes.h"
@@ -794,7 +796,10 @@ ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn chec
     ck_graph *trained = *gp, *g = NULL;
     search s = {.trained = trained, .check = check, .notes = notes};
     ck_options oo = *opts, *o = &oo; /* what the search settles (the blocks' kind) goes on in it */
-    if (one_try(o)) return plan_passes(&s, trained, o, d); /* no clone: nothing else to try */
+    if (one_try(o)) { /* no clone: nothing else to try */
+        ck_status st = plan_passes(&s, trained, o, d);
+        return st ? st : ck_pass_conv_lanes(trained, o, notes, d);
+    }
     ck_status st = o->checkpoint == CK_CKPT_BUDGET ? plan_budget(&s, o, &g, d) : plan_try(&s, o, &g, d);
     bool *kept = NULL; /* trim_blocks' recompute_set, which later tries read through o */
     if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->infer) plan_blocks(&s, o, &g);
@@ -805,6 +810,7 @@ ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn chec
         trim_blocks(&s, o, &g, &kept); /* (a caller's recompute_set is kept as given) */
     if (!st) plan_data_parallel(&s, o, &g);
     if (!st && o->clip_grad_norm > 0 && g && g->loss) note_clip_cost(&s, o, g);
+    if (!st && g) st = ck_pass_conv_lanes(g, o, notes, d); /* last: on the plan every choice above settled */
     if (g) g->owned = trained; /* it shares the trained graph's data: freed with it */
     free(kept);
     *gp = g ? g : trained;

@@ -13,6 +13,9 @@
 #ifndef CKRT_CONV_BATCH_H
 #define CKRT_CONV_BATCH_H
 
+#include "ckrt_dnnl.h"
+
+#include <stdbool.h>
 #include <stdint.h>
 
 #define CK_CONV_BATCH_MAX_POSITIONS 16 /* at most this many output positions: batch the images */
@@ -27,10 +30,33 @@ static inline int64_t ck_conv_batch(int64_t N, int64_t group, int64_t Mg, int64_
     return b < N ? b : N;
 }
 
-/* Workspace floats for B images per GEMM: the column matrix (R, B P), then (B > 1) the staging
- * matrix (Mg, B P). */
-static inline int64_t ck_conv_ws_floats(int64_t B, int64_t Mg, int64_t R, int64_t P) {
-    return R * B * P + (B > 1 ? Mg * B * P : 0);
+/* Lanes (the CPU's): a convolution, or its input gradient, runs `lanes` of its batches (of B
+ * images; B = 1: single images) at once, each lane in its own column matrix (and staging
+ * matrix), so that each thread multiplies what it wrote itself. Without lanes the threads share
+ * one image's column matrix, half written by the other core, and on a 2-core host that traffic
+ * ate the second thread's gain (ResNet-18's 8x8 stage: 1.2x from 2 threads, 1.8x with lanes).
+ * The workspace then holds `lanes` copies, so the planner grants lanes (the node attribute
+ * CK_LANES_ATTR, passes/lanes.c) only where they leave the planned peak as it was. Each image is
+ * computed as without lanes: the same bits. */
+#define CK_CONV_LANES 2
+
+/* Workspace floats for `lanes` lanes of B images per GEMM: each the column matrix (R, B P),
+ * then (B > 1) the staging matrix (Mg, B P). */
+static inline int64_t ck_conv_ws_floats(int64_t lanes, int64_t B, int64_t Mg, int64_t R, int64_t P) {
+    return lanes * (R * B * P + (B > 1 ? Mg * B * P : 0));
+}
+
+/* Whether lanes can serve a convolution (grad: its input gradient) that needs a column matrix:
+ * every lane gets a whole batch (N / B >= CK_CONV_LANES, so that each lane writes all its
+ * workspace: measured == planned), and the forward is not one whose position pieces
+ * (cpu_dense.c's fused forward) already keep each thread in its own columns without more
+ * workspace. */
+static inline bool ck_conv_lanes_fit(bool grad, int nsp, int64_t N, int64_t group, int64_t Mg, int64_t R, int64_t P) {
+    int64_t B = ck_conv_batch(N, group, Mg, R, P);
+    if (N / B < CK_CONV_LANES) return false;
+    bool by_cols;
+    int64_t piece = ckrt_sgemm_piece(Mg, P, R, &by_cols);
+    return grad || !(group == 1 && B == 1 && nsp == 2 && by_cols && piece < P);
 }
 
 #endif

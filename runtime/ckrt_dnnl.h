@@ -57,8 +57,15 @@ void ckrt_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, flo
 
 /* The piece length ckrt_sgemm_cut cuts an (M, N, K) product into: along its columns (N) when
  * *by_cols, else its rows (M); the whole length when it is not cut. The convolutions' fused
- * kernels (cpu_conv.h) run these same pieces themselves, so their bits are ckrt_sgemm_cut's. */
-int64_t ckrt_sgemm_piece(int64_t M, int64_t N, int64_t K, bool *by_cols);
+ * kernels (cpu_dense.c, cpu_train_conv.c) run these same pieces themselves, so their bits are
+ * ckrt_sgemm_cut's; the planner reads it too (ckrt_conv_batch.h's lanes). */
+static inline int64_t ckrt_sgemm_piece(int64_t M, int64_t N, int64_t K, bool *by_cols) {
+    *by_cols = N > M;
+    int64_t len = *by_cols ? N : M;
+    if (M * N * K < CK_PIECE_MIN_MNK || len < 2 * CK_PIECE_MIN) return len;
+    int64_t p = len / CK_PIECE_MIN < CK_PIECES_MAX ? len / CK_PIECE_MIN : CK_PIECES_MAX;
+    return (len + 16 * p - 1) / (16 * p) * 16; /* p pieces, at multiples of 16: the shape's alone */
+}
 
 /* The same product cut into pieces chosen by its shape alone, run over the thread pool. */
 void ckrt_sgemm_cut(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,

@@ -115,9 +115,10 @@ int ckrt_matmul(ckrt_ctx *c, float *y, const float *a, const float *b, int64_t M
  * axes; pads_begin per axis (the end pads follow from out_sp). Lowered per image and group to
  * im2col + GEMM: ws holds one column matrix, (C/group * prod(k)) x prod(out_sp) floats (ck_ws_conv),
  * or B images' columns side by side and a staging matrix where images have few output positions
- * (ckrt_conv_batch.h);
+ * (ckrt_conv_batch.h), `lanes` times over (lanes batches at once on the CPU, ckrt_conv_batch.h;
+ * 1 without);
  * NULL only for 1x1 convolutions with unit strides and no padding, which read x directly. */
-int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float *b, float *ws, int nsp, int64_t N,
+int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float *b, float *ws, int64_t lanes, int nsp, int64_t N,
               int64_t C, int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
               const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations);
 
@@ -246,9 +247,9 @@ int ckrt_copy_f32(ckrt_ctx *c, float *dst, const float *src, int64_t n);
  * ws: (C/group * prod(k)) * prod(out_sp) floats, NULL (none needed) when the conv is 1x1 with
  * no begin padding and out_sp == in_sp.
  * grad_input: dx = the adjoint of conv in x (per image and group: col = w_g^T dy_g, then
- * col2im, each dx element summing its taps in a fixed order).
+ * col2im, each dx element summing its taps in a fixed order); ws `lanes` times over, as ckrt_conv's.
  * grad_weight: dw = sum over images, in image order, of dy_g im2col(x_g)^T. */
-int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w, float *ws, int nsp, int64_t N, int64_t C,
+int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w, float *ws, int64_t lanes, int nsp, int64_t N, int64_t C,
                          int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
                          const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations);
 int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *x, float *ws, int nsp, int64_t N, int64_t C,

@@ -383,4 +383,39 @@ static inline void ck_cpu_col2im(float *img, float *col, int64_t Cg, const ck_co
     ckrt_parallel_for(Cg, per >= CK_COLS_GRAIN ? 1 : CK_COLS_GRAIN / (per > 0 ? per : 1), ck_col2im_block, &j);
 }
 
+/* The batches of a convolution (forward or input gradient): fn(arg, ws, n0, nb) runs images
+ * [n0, n0 + nb), nb <= B, through one lane's workspace ws. With lanes (ckrt_conv_batch.h) and at
+ * most as many threads as lanes, lane l runs batches l, l + lanes, ... in its own workspace
+ * ws + l lane_floats, all lanes in one fork-join (a lane's own calls into the pool run inline on
+ * its thread), and at one thread the lanes run in turn, so every lane's workspace is written.
+ * Otherwise (no lanes, or more threads than lanes: each batch's pieces spread over all of them)
+ * the batches run in turn through lane 0, and the other lanes' workspace, planned and so
+ * counted in the measured peak, is cleared. Either way each image is computed alike: the same bits. */
+typedef void (*ck_conv_unit_fn)(const void *arg, float *ws, int64_t n0, int64_t nb);
+
+typedef struct {
+    ck_conv_unit_fn fn;
+    const void *arg;
+    float *ws;
+    int64_t lanes, lane_floats, N, B;
+} ck_lanes_job;
+
+static inline void ck_lanes_block(void *arg, int64_t l0, int64_t l1) {
+    const ck_lanes_job *j = arg;
+    for (int64_t l = l0; l < l1; l++)
+        for (int64_t n0 = l * j->B; n0 < j->N; n0 += j->lanes * j->B)
+            j->fn(j->arg, j->ws + l * j->lane_floats, n0, j->N - n0 < j->B ? j->N - n0 : j->B);
+}
+
+static inline void ck_conv_units(ck_conv_unit_fn fn, const void *arg, float *ws, int64_t lanes, int64_t lane_floats,
+                                 int64_t N, int64_t B) {
+    if (lanes > 1 && ckrt_threads() <= lanes) {
+        ck_lanes_job j = {fn, arg, ws, lanes, lane_floats, N, B};
+        ckrt_parallel_for(lanes, 1, ck_lanes_block, &j);
+        return;
+    }
+    for (int64_t n0 = 0; n0 < N; n0 += B) fn(arg, ws, n0, N - n0 < B ? N - n0 : B);
+    if (lanes > 1) memset(ws + lane_floats, 0, sizeof(float) * (size_t)((lanes - 1) * lane_floats));
+}
+
 #endif

@@ -129,7 +129,60 @@ static void conv_cols_block(void *arg, int64_t p0, int64_t p1) {
     }
 }
 
-int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float *b, float *ws, int nsp, int64_t N,
+/* One lane's batch of images (ck_conv_units): B images side by side, or one by one. */
+typedef struct {
+    float *y;
+    const float *x, *w, *b;
+    int64_t C, M, group, Cg, Mg, R, in_n, out_n, B;
+    bool direct;
+    const ck_conv_geom *g;
+} conv_args;
+
+static void conv_unit(const void *arg, float *ws, int64_t n0, int64_t nb) {
+    const conv_args *a = arg;
+    const float *x = a->x, *w = a->w, *b = a->b;
+    float *y = a->y;
+    int64_t C = a->C, M = a->M, R = a->R, in_n = a->in_n, out_n = a->out_n;
+    ck_conv_geom geom = *a->g;
+    if (a->B > 1) { /* B images side by side (group 1): col (R, nb out_n), then y from the staging matrix */
+        float *stage = ws + R * a->B * out_n;
+        int64_t cols = nb * out_n;
+        geom.col_rs = cols;
+        for (int64_t i = 0; i < nb; i++) ck_cpu_im2col(ws + i * out_n, x + (n0 + i) * C * in_n, C, &geom);
+        /* stage (M, nb out_n) = w (M, R) @ col (R, nb out_n) */
+        ckrt_sgemm_cut(false, false, M, cols, R, 1.0f, w, R, ws, cols, 0.0f, stage, cols);
+        for (int64_t i = 0; i < nb; i++)
+            for (int64_t m = 0; m < M; m++) {
+                float *ym = y + ((n0 + i) * M + m) * out_n, bm = b ? b[m] : 0.0f;
+                const float *sm = stage + m * cols + i * out_n;
+                if (b)
+                    for (int64_t s = 0; s < out_n; s++) ym[s] = sm[s] + bm;
+                else
+                    memcpy(ym, sm, sizeof(float) * (size_t)out_n);
+            }
+        return;
+    }
+    for (int64_t n = n0; n < n0 + nb; n++) {
+        for (int64_t g = 0; g < a->group; g++) {
+            const float *img = x + (n * C + g * a->Cg) * in_n;
+            float *yg = y + (n * M + g * a->Mg) * out_n;
+            const float *col = img;
+            if (!a->direct) {
+                ck_cpu_im2col(ws, img, a->Cg, &geom);
+                col = ws;
+            }
+            /* yg (Mg, out_n) = w_g (Mg, R) @ col (R, out_n) */
+            ckrt_sgemm_cut(false, false, a->Mg, out_n, R, 1.0f, w + g * a->Mg * R, R, col, out_n, 0.0f, yg, out_n);
+            if (b)
+                for (int64_t m = 0; m < a->Mg; m++) {
+                    float bm = b[g * a->Mg + m];
+                    for (int64_t s = 0; s < out_n; s++) yg[m * out_n + s] += bm;
+                }
+        }
+    }
+}
+
+int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float *b, float *ws, int64_t lanes, int nsp, int64_t N,
               int64_t C, int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
               const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
     int64_t in_n = 1, out_n = 1, taps = 1;
@@ -141,6 +194,7 @@ int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float
         direct = direct && k[d] == 1 && pads_begin[d] == 0 && in_sp[d] == out_sp[d];
     }
     if (!direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv needs a workspace but none was planned");
+    if (lanes < 1 || (lanes > 1 && direct)) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv: %lld lanes", (long long)lanes);
     int64_t Cg = C / group, Mg = M / group, R = Cg * taps;
     ck_conv_geom geom;
     ck_conv_geom_init(&geom, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
@@ -149,49 +203,13 @@ int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float
     int64_t piece = ckrt_sgemm_piece(Mg, out_n, R, &by_cols);
     /* fused (conv_cols_block) on more than one thread; on one it gains nothing (the per-image path
      * below was 10% faster on ResNet-18's 16x16 stage), and the bits are the same either way */
-    if (ckrt_threads() > 1 && group == 1 && B == 1 && (direct || nsp == 2) && by_cols && piece < out_n) {
+    if (lanes == 1 && ckrt_threads() > 1 && group == 1 && B == 1 && (direct || nsp == 2) && by_cols && piece < out_n) {
         conv_cols_job j = {y, ws, x, w, b, C, M, R, N, in_n, out_n, piece, direct, &geom};
         ckrt_parallel_for((out_n + piece - 1) / piece, 1, conv_cols_block, &j);
         return CKRT_OK;
     }
-    if (B > 1) { /* B images side by side (group 1): col (R, nb out_n), then y from the staging matrix */
-        float *stage = ws + R * B * out_n;
-        for (int64_t n0 = 0; n0 < N; n0 += B) {
-            int64_t nb = N - n0 < B ? N - n0 : B, cols = nb * out_n;
-            geom.col_rs = cols;
-            for (int64_t i = 0; i < nb; i++) ck_cpu_im2col(ws + i * out_n, x + (n0 + i) * C * in_n, C, &geom);
-            /* stage (M, nb out_n) = w (M, R) @ col (R, nb out_n) */
-            ckrt_sgemm_cut(false, false, M, cols, R, 1.0f, w, R, ws, cols, 0.0f, stage, cols);
-            for (int64_t i = 0; i < nb; i++)
-                for (int64_t m = 0; m < M; m++) {
-                    float *ym = y + ((n0 + i) * M + m) * out_n, bm = b ? b[m] : 0.0f;
-                    const float *sm = stage + m * cols + i * out_n;
-                    if (b)
-                        for (int64_t s = 0; s < out_n; s++) ym[s] = sm[s] + bm;
-                    else
-                        memcpy(ym, sm, sizeof(float) * (size_t)out_n);
-                }
-        }
-        return CKRT_OK;
-    }
-    for (int64_t n = 0; n < N; n++) {
-        for (int64_t g = 0; g < group; g++) {
-            const float *img = x + (n * C + g * Cg) * in_n;
-            float *yg = y + (n * M + g * Mg) * out_n;
-            const float *col = img;
-            if (!direct) {
-                ck_cpu_im2col(ws, img, Cg, &geom);
-                col = ws;
-            }
-            /* yg (Mg, out_n) = w_g (Mg, R) @ col (R, out_n) */
-            ckrt_sgemm_cut(false, false, Mg, out_n, R, 1.0f, w + g * Mg * R, R, col, out_n, 0.0f, yg, out_n);
-            if (b)
-                for (int64_t m = 0; m < Mg; m++) {
-                    float bm = b[g * Mg + m];
-                    for (int64_t s = 0; s < out_n; s++) yg[m * out_n + s] += bm;
-                }
-        }
-    }
+    conv_args a = {y, x, w, b, C, M, group, Cg, Mg, R, in_n, out_n, B, direct, &geom};
+    ck_conv_units(conv_unit, &a, ws, lanes, direct ? 0 : ck_conv_ws_floats(1, B, Mg, R, out_n), N, B);
     return CKRT_OK;
 }
 

@@ -94,16 +94,6 @@ static void pieces(void *arg, int64_t p0, int64_t p1) {
     }
 }
 
-/* The piece length for an (M, N, K) product, along its columns when *by_cols, else its rows; the
- * whole side's length when it is not cut. */
-int64_t ckrt_sgemm_piece(int64_t M, int64_t N, int64_t K, bool *by_cols) {
-    *by_cols = N > M;
-    int64_t len = *by_cols ? N : M;
-    if (M * N * K < CK_PIECE_MIN_MNK || len < 2 * CK_PIECE_MIN) return len;
-    int64_t p = len / CK_PIECE_MIN < CK_PIECES_MAX ? len / CK_PIECE_MIN : CK_PIECES_MAX;
-    return (len + 16 * p - 1) / (16 * p) * 16; /* p pieces, at multiples of 16: the shape's alone */
-}
-
 void ckrt_sgemm_cut(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     piece_job j = {trans_a, trans_b, false, M, N, K, lda, ldb, ldc, 0, 0, alpha, beta, A, B, C};

@@ -55,8 +55,47 @@ static void gather_dy(float *stage, const float *dy, int64_t n0, int64_t nb, int
             memcpy(stage + (m * nb + i) * out_n, dy + ((n0 + i) * M + m) * out_n, sizeof(float) * (size_t)out_n);
 }
 
-int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w, float *ws, int nsp, int64_t N, int64_t C,
-                         int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
+/* One lane's batch of images for the input gradient (ck_conv_units). */
+typedef struct {
+    float *dx;
+    const float *dy, *w;
+    int64_t C, M, group, Cg, Mg, R, in_n, out_n, B;
+    bool direct, transposed;
+    const ck_conv_geom *g;
+} dgrad_args;
+
+static void dgrad_unit(const void *arg, float *ws, int64_t n0, int64_t nb) {
+    const dgrad_args *a = arg;
+    int64_t C = a->C, M = a->M, R = a->R, in_n = a->in_n, out_n = a->out_n;
+    ck_conv_geom geom = *a->g;
+    if (a->B > 1) { /* B images at once (group 1): dy gathered as (M, nb out_n), col^T (nb out_n, R) */
+        float *stage = ws + R * a->B * out_n;
+        int64_t cols = nb * out_n;
+        geom.col_rs = 1, geom.col_cs = R;
+        gather_dy(stage, a->dy, n0, nb, M, out_n);
+        ckrt_sgemm_cut(true, false, cols, R, M, 1.0f, stage, cols, a->w, R, 0.0f, ws, R);
+        for (int64_t i = 0; i < nb; i++) ck_cpu_col2im(a->dx + (n0 + i) * C * in_n, ws + i * out_n * R, C, &geom);
+        return;
+    }
+    for (int64_t n = n0; n < n0 + nb; n++) {
+        for (int64_t g = 0; g < a->group; g++) {
+            float *dxg = a->dx + (n * C + g * a->Cg) * in_n;
+            const float *dyg = a->dy + (n * M + g * a->Mg) * out_n, *wg = a->w + g * a->Mg * R;
+            if (a->transposed) { /* col^T (out_n, R) = dy_g^T (out_n, Mg) @ w_g (Mg, R) */
+                ckrt_sgemm_cut(true, false, out_n, R, a->Mg, 1.0f, dyg, out_n, wg, R, 0.0f, ws, R);
+                ck_cpu_col2im(dxg, ws, a->Cg, &geom);
+                continue;
+            }
+            /* col (R, out_n) = w_g^T (R, Mg) @ dy_g (Mg, out_n); direct: col is dx_g itself */
+            float *col = a->direct ? dxg : ws;
+            ckrt_sgemm_cut(true, false, R, out_n, a->Mg, 1.0f, wg, R, dyg, out_n, 0.0f, col, out_n);
+            if (!a->direct) ck_cpu_col2im(dxg, col, a->Cg, &geom);
+        }
+    }
+}
+
+int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w, float *ws, int64_t lanes, int nsp, int64_t N,
+                         int64_t C, int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
                          const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
     int64_t in_n = ckrt_numel(nsp, in_sp), out_n = ckrt_numel(nsp, out_sp), taps = ckrt_numel(nsp, k);
     int64_t Cg = C / group, Mg = M / group, R = Cg * taps;
@@ -68,37 +107,14 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
     int direct;
     ck_conv_geom geom;
     CKRT_TRY(grad_geometry(c, ws, nsp, in_sp, out_sp, k, strides, pads_begin, dilations, &geom, &direct));
+    if (lanes < 1 || (lanes > 1 && direct)) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv gradient: %lld lanes", (long long)lanes);
     /* few output positions (ResNet's last stage: 2x2): the product as col^T, whose long side R is
      * the GEMM's vectorized one (2x the speed there); col2im reads it through its strides */
     bool transposed = !direct && out_n < CK_DGRAD_T_MAX_POSITIONS && R * out_n * Mg >= CK_DGRAD_T_MIN_MNK;
     if (transposed) geom.col_rs = 1, geom.col_cs = R;
     int64_t B = direct ? 1 : ck_conv_batch(N, group, Mg, R, out_n);
-    if (B > 1) { /* B images at once (group 1): dy gathered as (M, nb out_n), col^T (nb out_n, R) */
-        float *stage = ws + R * B * out_n;
-        geom.col_rs = 1, geom.col_cs = R;
-        for (int64_t n0 = 0; n0 < N; n0 += B) {
-            int64_t nb = N - n0 < B ? N - n0 : B, cols = nb * out_n;
-            gather_dy(stage, dy, n0, nb, M, out_n);
-            ckrt_sgemm_cut(true, false, cols, R, M, 1.0f, stage, cols, w, R, 0.0f, ws, R);
-            for (int64_t i = 0; i < nb; i++) ck_cpu_col2im(dx + (n0 + i) * C * in_n, ws + i * out_n * R, C, &geom);
-        }
-        return CKRT_OK;
-    }
-    for (int64_t n = 0; n < N; n++) {
-        for (int64_t g = 0; g < group; g++) {
-            float *dxg = dx + (n * C + g * Cg) * in_n;
-            const float *dyg = dy + (n * M + g * Mg) * out_n, *wg = w + g * Mg * R;
-            if (transposed) { /* col^T (out_n, R) = dy_g^T (out_n, Mg) @ w_g (Mg, R) */
-                ckrt_sgemm_cut(true, false, out_n, R, Mg, 1.0f, dyg, out_n, wg, R, 0.0f, ws, R);
-                ck_cpu_col2im(dxg, ws, Cg, &geom);
-                continue;
-            }
-            /* col (R, out_n) = w_g^T (R, Mg) @ dy_g (Mg, out_n); direct: col is dx_g itself */
-            float *col = direct ? dxg : ws;
-            ckrt_sgemm_cut(true, false, R, out_n, Mg, 1.0f, wg, R, dyg, out_n, 0.0f, col, out_n);
-            if (!direct) ck_cpu_col2im(dxg, col, Cg, &geom);
-        }
-    }
+    dgrad_args a = {dx, dy, w, C, M, group, Cg, Mg, R, in_n, out_n, B, direct != 0, transposed, &geom};
+    ck_conv_units(dgrad_unit, &a, ws, lanes, direct ? 0 : ck_conv_ws_floats(1, B, Mg, R, out_n), N, B);
     return CKRT_OK;
 }
 

@@ -80,39 +80,58 @@ static void expect_close(const char *what, const float *got, const double *want,
 static int64_t images_per_gemm(const geo *g, const int64_t *out) {
     return ck_conv_batch(g->N, g->group, g->M / g->group, (g->C / g->group) * prod(g->nsp, g->k), prod(g->nsp, out));
 }
-static int64_t planned_ws(const geo *g, const int64_t *out) {
+static int64_t planned_ws(const geo *g, const int64_t *out, int64_t lanes) {
     int64_t R = (g->C / g->group) * prod(g->nsp, g->k);
-    return ck_conv_ws_floats(images_per_gemm(g, out), g->M / g->group, R, prod(g->nsp, out)) * 4;
+    return ck_conv_ws_floats(lanes, images_per_gemm(g, out), g->M / g->group, R, prod(g->nsp, out)) * 4;
 }
 
 enum { FWD = 1, BWD_DATA = 2 };
+
+/* Whether the planner could grant kind lanes here (passes/lanes.c: a column matrix, and
+ * ck_conv_lanes_fit). */
+static bool lanes_fit(const geo *g, const int64_t *out, int kind) {
+    bool direct = true;
+    for (int d = 0; d < g->nsp; d++) direct = direct && g->k[d] == 1 && g->pb[d] == 0 && g->in[d] == out[d];
+    return kind != 0 && !direct &&
+           ck_conv_lanes_fit(kind == BWD_DATA, g->nsp, g->N, g->group, g->M / g->group, (g->C / g->group) * prod(g->nsp, g->k),
+                             prod(g->nsp, out));
+}
+
 #define GUARD 4096
 /* Runs kind (1 forward, 2 input gradient, 0 weight gradient) into out (n floats) with a guarded
- * workspace on 1 thread, then again on 3 (the same bits: ckrt_dnnl.h's fixed pieces). */
+ * workspace on 1 thread, then again on 3 (the same bits: ckrt_dnnl.h's fixed pieces), and where
+ * lanes fit with CK_CONV_LANES lanes on 1, 2 and 3 threads (the same bits again). */
 static void run_kind(const geo *g, const int64_t *out_sp, int kind, float *res, int64_t n, const float *x, const float *w,
                      const float *b, const float *dy) {
-    int64_t ws_bytes = planned_ws(g, out_sp);
-    unsigned char *ws = malloc((size_t)ws_bytes + GUARD);
+    int64_t lanes_max = lanes_fit(g, out_sp, kind) ? CK_CONV_LANES : 1;
+    int64_t ws_max = planned_ws(g, out_sp, lanes_max);
+    unsigned char *ws = malloc((size_t)ws_max + GUARD);
     float *again = malloc(sizeof(float) * (size_t)n);
-    for (int rep = 0; rep < 2; rep++) {
-        ckrt_threads_set(rep ? 3 : 1);
+    static const struct { int threads, lanes; } reps[] = {{1, 1}, {3, 1}, {1, CK_CONV_LANES}, {2, CK_CONV_LANES}, {3, CK_CONV_LANES}};
+    for (int rep = 0; rep < 5; rep++) {
+        int64_t lanes = reps[rep].lanes, ws_bytes = planned_ws(g, out_sp, lanes);
+        if (lanes > lanes_max) break;
+        ckrt_threads_set(reps[rep].threads);
         memset(ws, 0xA5, (size_t)ws_bytes + GUARD);
         ckrt_ctx c;
         memset(&c, 0, sizeof c);
         float *dst = rep ? again : res, *wsf = (float *)ws;
-        int rc = kind == FWD ? ckrt_conv(&c, dst, x, w, b, wsf, g->nsp, g->N, g->C, g->M, g->group, g->in, out_sp,
+        int rc = kind == FWD ? ckrt_conv(&c, dst, x, w, b, wsf, lanes, g->nsp, g->N, g->C, g->M, g->group, g->in, out_sp,
                                                         g->k, g->st, g->pb, g->dl)
-               : kind == BWD_DATA ? ckrt_conv_grad_input(&c, dst, dy, w, wsf, g->nsp, g->N, g->C, g->M, g->group,
+               : kind == BWD_DATA ? ckrt_conv_grad_input(&c, dst, dy, w, wsf, lanes, g->nsp, g->N, g->C, g->M, g->group,
                                                                         g->in, out_sp, g->k, g->st, g->pb, g->dl)
                : ckrt_conv_grad_weight(&c, dst, dy, x, wsf, g->nsp, g->N, g->C, g->M, g->group, g->in, out_sp, g->k, g->st,
                                        g->pb, g->dl);
         ck_assert_msg(rc == CKRT_OK, "kind %d: %s", kind, c.msg);
         for (int i = 0; i < GUARD; i++) ck_assert_msg(ws[ws_bytes + i] == 0xA5, "kind %d wrote past its workspace", kind);
-        if (images_per_gemm(g, out_sp) > 1) /* batched: the whole workspace is used (measured == planned) */
-            ck_assert_msg(memcmp(ws + ws_bytes - 4, "\xA5\xA5\xA5\xA5", 4) != 0, "kind %d left its workspace's end unwritten", kind);
+        if (images_per_gemm(g, out_sp) > 1 || lanes > 1) /* batched or lanes: the whole workspace is used (measured == planned) */
+            ck_assert_msg(memcmp(ws + ws_bytes - 4, "\xA5\xA5\xA5\xA5", 4) != 0, "kind %d, %lld lanes, %d threads: left its workspace's end unwritten",
+                          kind, (long long)lanes, reps[rep].threads);
+        if (rep)
+            ck_assert_msg(memcmp(res, again, sizeof(float) * (size_t)n) == 0, "kind %d: %lld lanes on %d threads differ from 1 lane on 1",
+                          kind, (long long)lanes, reps[rep].threads);
     }
     ckrt_threads_set(1);
-    ck_assert_msg(memcmp(res, again, sizeof(float) * (size_t)n) == 0, "kind %d: 1 and 3 threads differ", kind);
     free(ws);
     free(again);
 }
@@ -177,6 +196,8 @@ static const geo geos[] = {
     {2, 2, 8, 16, 1, {32, 33}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1},  /* stride 2: pieces of 80 across rows of 17 */
     {2, 2, 8, 32, 1, {15, 17}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 0},  /* flat, pieces of 96 across rows of 17 */
     {2, 2, 128, 32, 1, {16, 16}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}, /* 1x1: the image is the column matrix */
+    /* lanes (ckrt_conv_batch.h): 4x4 output, batches of 4 images, 4 + 4 + 2: a lane with a short batch */
+    {2, 10, 32, 128, 1, {8, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1},
 };
 
 START_TEST(conv_matches_reference) { check_geo(&geos[_i]); }
