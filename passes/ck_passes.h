@@ -124,9 +124,10 @@ ck_status ck_pass_fuse(ck_graph *g, const ck_options *o, ck_diag *d);
  * g->plan. */
 ck_status ck_pass_plan(ck_graph *g, const ck_options *o, ck_diag *d);
 /* Convolution lanes (lanes.c): on a planned graph, CK_LANES_ATTR on the convolutions (forward,
- * input gradient) whose larger workspace leaves the planned peak as it is; plans g again. A note
- * says how many. */
-ck_status ck_pass_conv_lanes(ck_graph *g, const ck_options *o, ck_diag *notes, ck_diag *d);
+ * input gradient) whose larger workspace leaves the planned peak as it is; plans g again. */
+ck_status ck_pass_conv_lanes(ck_graph *g, const ck_options *o, ck_diag *d);
+/* A note (nothing when no convolution could take lanes): how many of g's got them. */
+void ck_conv_lanes_note(const ck_graph *g, ck_diag *notes);
 
 /* Segments the forward (--checkpoint policy) and recomputes each segment's activations just
  * before its backward instead of keeping them (see checkpoint.c). */

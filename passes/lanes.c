@@ -6,10 +6,11 @@
  * where independent images go 1.8x. With lanes (CK_LANES_ATTR = CK_CONV_LANES) the kernel runs
  * that many batches at once, each in its own column matrix: the node's workspace grows by that
  * factor. That is only free where the workspace is not what sets the peak, so this pass, on the
- * final plan, grants lanes to every convolution they fit (ck_conv_lanes_fit), plans again, and
- * takes them back from each node whose workspace now reaches above the old peak, until the peak
- * is the old one (after a few rounds, or when the raised peak is no node's workspace: from all).
- * The bits do not change (each image is computed as without lanes), nor does the peak.
+ * plan of every try (search.c's plan_passes), grants lanes to every convolution they fit
+ * (ck_conv_lanes_fit), plans again, and takes them back from each node whose workspace now
+ * reaches above the old peak, until the peak is no higher than the old one (after a few rounds,
+ * or when the raised peak is no node's workspace: from all). The bits do not change (each image
+ * is computed as without lanes); the peak does not rise (placement may even lower it a little).
  */
 #include "ck_passes.h"
 #include "ckrt_conv_batch.h"
@@ -36,7 +37,7 @@ static ck_attr *lanes_attr(ck_node *n) {
     return NULL;
 }
 
-ck_status ck_pass_conv_lanes(ck_graph *g, const ck_options *o, ck_diag *notes, ck_diag *d) {
+ck_status ck_pass_conv_lanes(ck_graph *g, const ck_options *o, ck_diag *d) {
     if (!g->plan.done) return CK_OK;
     int64_t peak = g->plan.arena_bytes;
     int fit = 0, kept = 0;
@@ -70,9 +71,18 @@ ck_status ck_pass_conv_lanes(ck_graph *g, const ck_options *o, ck_diag *notes, c
                 if (a) a->i = 1;
             }
     }
-    if (notes)
-        ck_diag_add(notes, "ckptc: lanes: %d of %d convolutions (forward or input gradient) run %d batches of images at "
-                    "once on the CPU, in workspace the plan had free (planned peak unchanged, %lld bytes)",
-                    kept, fit, CK_CONV_LANES, (long long)g->plan.arena_bytes);
     return CK_OK;
+}
+
+void ck_conv_lanes_note(const ck_graph *g, ck_diag *notes) {
+    int fit = 0, kept = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        fit += lanes_fit(n);
+        kept += lanes_fit(n) && ck_attr_int(n, CK_LANES_ATTR, 1) > 1;
+    }
+    if (notes && fit)
+        ck_diag_add(notes, "ckptc: lanes: %d of %d convolutions (forward or input gradient) run %d batches of images at "
+                    "once on the CPU, in workspace the plan had free (the planned peak is no higher for it)",
+                    kept, fit, CK_CONV_LANES);
 }

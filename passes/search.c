@@ -36,8 +36,10 @@
  *                    settled), trim_blocks keeps each segment whose recompute does not lower the peak.
  *   --clip-grad-norm  its updates run after the whole backward; a second plan with early updates
  *                    says what that costs (a note, nothing chosen).
- *   lanes            last, on the plan all of the above settled (one try included): convolutions
- *                    get CPU lanes where their larger workspace leaves that peak as it is (lanes.c).
+ *   lanes            every try's plan ends with them (plan_passes): convolutions get CPU lanes
+ *                    where their larger workspace leaves that try's peak as it is (lanes.c), so
+ *                    the peaks the search compares, the pareto front's included, are the ones
+ *                    the chosen program runs with; a note counts the chosen graph's.
  * What the search chose goes to the caller's notes, one line each (the CLI prints them).
  */
 #include "ck_passes.h"
@@ -81,6 +83,7 @@ static ck_status plan_passes(const search *s, ck_graph *g, const ck_options *o, 
     if (!st) st = ck_graph_verify(g, d);
     if (!st && s->check) st = s->check(g, o, d); /* reject what cannot run before any planning */
     if (!st) st = fuse_and_plan(g, o, d);
+    if (!st) st = ck_pass_conv_lanes(g, o, d); /* part of every plan, so that tries compare alike */
     if (!st) st = ck_graph_verify(g, d);
     return st;
 }
@@ -798,7 +801,8 @@ ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn chec
     ck_options oo = *opts, *o = &oo; /* what the search settles (the blocks' kind) goes on in it */
     if (one_try(o)) { /* no clone: nothing else to try */
         ck_status st = plan_passes(&s, trained, o, d);
-        return st ? st : ck_pass_conv_lanes(trained, o, notes, d);
+        if (!st) ck_conv_lanes_note(trained, notes);
+        return st;
     }
     ck_status st = o->checkpoint == CK_CKPT_BUDGET ? plan_budget(&s, o, &g, d) : plan_try(&s, o, &g, d);
     bool *kept = NULL; /* trim_blocks' recompute_set, which later tries read through o */
@@ -810,7 +814,7 @@ ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn chec
         trim_blocks(&s, o, &g, &kept); /* (a caller's recompute_set is kept as given) */
     if (!st) plan_data_parallel(&s, o, &g);
     if (!st && o->clip_grad_norm > 0 && g && g->loss) note_clip_cost(&s, o, g);
-    if (!st && g) st = ck_pass_conv_lanes(g, o, notes, d); /* last: on the plan every choice above settled */
+    if (!st && g) ck_conv_lanes_note(g, notes);
     if (g) g->owned = trained; /* it shares the trained graph's data: freed with it */
     free(kept);
     *gp = g ? g : trained;
