@@ -78,8 +78,9 @@ void ck_conv_lanes_note(const ck_graph *g, ck_diag *notes) {
     int fit = 0, kept = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const ck_node *n = g->nodes[i];
-        fit += lanes_fit(n);
-        kept += lanes_fit(n) && ck_attr_int(n, CK_LANES_ATTR, 1) > 1;
+        if (!lanes_fit(n)) continue;
+        fit++;
+        kept += ck_attr_int(n, CK_LANES_ATTR, 1) > 1;
     }
     if (notes && fit)
         ck_diag_add(notes, "ckptc: lanes: %d of %d convolutions (forward or input gradient) run %d batches of images at "

@@ -46,17 +46,24 @@ static inline int64_t ck_conv_ws_floats(int64_t lanes, int64_t B, int64_t Mg, in
     return lanes * (R * B * P + (B > 1 ? Mg * B * P : 0));
 }
 
-/* Whether lanes can serve a convolution (grad: its input gradient) that needs a column matrix:
- * every lane gets a whole batch (N / B >= CK_CONV_LANES, so that each lane writes all its
- * workspace: measured == planned), and the forward is not one whose position pieces
- * (cpu_dense.c's fused forward) already keep each thread in its own columns without more
- * workspace. */
-static inline bool ck_conv_lanes_fit(bool grad, int nsp, int64_t N, int64_t group, int64_t Mg, int64_t R, int64_t P) {
-    int64_t B = ck_conv_batch(N, group, Mg, R, P);
-    if (N / B < CK_CONV_LANES) return false;
+/* The forward's position pieces (cpu_dense.c's fused forward, on more than one thread): when
+ * ckrt_sgemm_cut cuts an image's product (Mg, P) = w (Mg, R) @ col (R, P) along its output
+ * positions, and each piece can fill its own columns (one group, one image per GEMM, a 1x1
+ * direct convolution or a 2-D one), the piece length; else 0. */
+static inline int64_t ck_conv_position_piece(bool direct, int nsp, int64_t group, int64_t B, int64_t Mg, int64_t R,
+                                             int64_t P) {
     bool by_cols;
     int64_t piece = ckrt_sgemm_piece(Mg, P, R, &by_cols);
-    return grad || !(group == 1 && B == 1 && nsp == 2 && by_cols && piece < P);
+    return group == 1 && B == 1 && (direct || nsp == 2) && by_cols && piece < P ? piece : 0;
+}
+
+/* Whether lanes can serve a convolution (grad: its input gradient) that needs a column matrix:
+ * every lane gets a whole batch (N / B >= CK_CONV_LANES, so that each lane writes all its
+ * workspace: measured == planned), and the forward is not one whose position pieces already
+ * keep each thread in its own columns without more workspace. */
+static inline bool ck_conv_lanes_fit(bool grad, int nsp, int64_t N, int64_t group, int64_t Mg, int64_t R, int64_t P) {
+    int64_t B = ck_conv_batch(N, group, Mg, R, P);
+    return N / B >= CK_CONV_LANES && (grad || !ck_conv_position_piece(false, nsp, group, B, Mg, R, P));
 }
 
 #endif

@@ -199,11 +199,10 @@ int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float
     ck_conv_geom geom;
     ck_conv_geom_init(&geom, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
     int64_t B = direct ? 1 : ck_conv_batch(N, group, Mg, R, out_n);
-    bool by_cols;
-    int64_t piece = ckrt_sgemm_piece(Mg, out_n, R, &by_cols);
+    int64_t piece = ck_conv_position_piece(direct, nsp, group, B, Mg, R, out_n);
     /* fused (conv_cols_block) on more than one thread; on one it gains nothing (the per-image path
      * below was 10% faster on ResNet-18's 16x16 stage), and the bits are the same either way */
-    if (lanes == 1 && ckrt_threads() > 1 && group == 1 && B == 1 && (direct || nsp == 2) && by_cols && piece < out_n) {
+    if (lanes == 1 && ckrt_threads() > 1 && piece) {
         conv_cols_job j = {y, ws, x, w, b, C, M, R, N, in_n, out_n, piece, direct, &geom};
         ckrt_parallel_for((out_n + piece - 1) / piece, 1, conv_cols_block, &j);
         return CKRT_OK;
