@@ -458,7 +458,7 @@ int64_t ck_ws_conv(const ck_node *n) {
     for (int i = 0; pads && i < pads->n; i++) trivial = trivial && pads->ints[i] == 0;
     if (trivial && strcmp(ck_attr_str(n, "auto_pad", "NOTSET"), "NOTSET") == 0) return 0;
     int64_t group = ck_attr_int(n, "group", 1), mg = w->dims[0] / (group > 0 ? group : 1);
-    return ck_conv_ws_floats(ck_attr_int(n, CK_LANES_ATTR, 1), ck_conv_batch(x->dims[0], group, mg, k, sp), mg, k, sp) *
+    return ck_conv_ws_floats(ck_attr_int(n, CK_LANES_ATTR, 1), ck_conv_batch(CK_CONV_FWD, x->dims[0], group, mg, k, sp), mg, k, sp) *
            (int64_t)ck_dtype_size(x->dtype);
 }
 

@@ -149,5 +149,5 @@ int64_t ck_ws_conv_grad(const ck_node *n) {
     if (direct || ck_value_numel(dy) == 0) return 0;
     int64_t mg = dy->dims[1] / (group > 0 ? group : 1);
     int64_t lanes = weight ? 1 : ck_attr_int(n, CK_LANES_ATTR, 1);
-    return ck_conv_ws_floats(lanes, ck_conv_batch(dy->dims[0], group, mg, k, sp), mg, k, sp) * (int64_t)ck_dtype_size(dy->dtype);
+    return ck_conv_ws_floats(lanes, ck_conv_batch(weight ? CK_CONV_WGRAD : CK_CONV_DGRAD, dy->dims[0], group, mg, k, sp), mg, k, sp) * (int64_t)ck_dtype_size(dy->dtype);
 }

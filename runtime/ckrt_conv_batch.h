@@ -6,7 +6,7 @@
  * P its output positions. With few positions (ResNet-18 at 64x64: 4x4 and 2x2 in its last two
  * stages) each image's GEMM re-reads the whole weight matrix for a handful of columns and runs
  * far below the machine's rate. There B images go side by side: their column matrices form one
- * (R, B P) matrix, so one GEMM with B P >= 64 columns does B images' work, through a staging
+ * (R, B P) matrix, so one GEMM with B P >= 32 or 64 columns does B images' work, through a staging
  * matrix (Mg, B P) for the output (forward) or dy (gradients). B depends on the shape alone (never on the thread
  * count), so the bits are fixed by the shape, and every policy's recompute gets them too.
  */
@@ -20,13 +20,19 @@
 
 #define CK_CONV_BATCH_MAX_POSITIONS 16 /* at most this many output positions: batch the images */
 #define CK_CONV_BATCH_MIN_MNK (1 << 18) /* and the per-image product is this large (Mg R P) */
-#define CK_CONV_BATCH_COLUMNS 64        /* B P reaches this */
+/* The three kernels that batch, and the columns B P each reaches: the forward and the input
+ * gradient 32, so that ResNet-18's last stage (2x2, 16 images) makes two batches of 8 that lanes
+ * can run side by side (one batch of 16 had left one thread reading the other's columns: 2.1 ms
+ * a convolution on 2 threads, 1.35 ms as two lanes, the same on 1 thread); the weight gradient
+ * 64, since each batch's GEMM reads and writes all of dw (with 32 those two stages' gradients
+ * ran 15-20% slower on 2 threads). */
+enum { CK_CONV_FWD, CK_CONV_DGRAD, CK_CONV_WGRAD };
 
-/* Images per GEMM for N images, `group` groups, w_g (Mg, R), P output positions (1: one by one).
- * Only for convolutions that need a column matrix (the caller's test). */
-static inline int64_t ck_conv_batch(int64_t N, int64_t group, int64_t Mg, int64_t R, int64_t P) {
+/* Images per GEMM of kernel `kind` for N images, `group` groups, w_g (Mg, R), P output positions
+ * (1: one by one). Only for convolutions that need a column matrix (the caller's test). */
+static inline int64_t ck_conv_batch(int kind, int64_t N, int64_t group, int64_t Mg, int64_t R, int64_t P) {
     if (group != 1 || N < 2 || P <= 0 || P > CK_CONV_BATCH_MAX_POSITIONS || Mg * R * P < CK_CONV_BATCH_MIN_MNK) return 1;
-    int64_t b = (CK_CONV_BATCH_COLUMNS + P - 1) / P;
+    int64_t b = ((kind == CK_CONV_WGRAD ? 64 : 32) + P - 1) / P;
     return b < N ? b : N;
 }
 
@@ -62,7 +68,7 @@ static inline int64_t ck_conv_position_piece(bool direct, int nsp, int64_t group
  * workspace: measured == planned), and the forward is not one whose position pieces already
  * keep each thread in its own columns without more workspace. */
 static inline bool ck_conv_lanes_fit(bool grad, int nsp, int64_t N, int64_t group, int64_t Mg, int64_t R, int64_t P) {
-    int64_t B = ck_conv_batch(N, group, Mg, R, P);
+    int64_t B = ck_conv_batch(grad ? CK_CONV_DGRAD : CK_CONV_FWD, N, group, Mg, R, P);
     return N / B >= CK_CONV_LANES && (grad || !ck_conv_position_piece(false, nsp, group, B, Mg, R, P));
 }
 

@@ -198,7 +198,7 @@ int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float
     int64_t Cg = C / group, Mg = M / group, R = Cg * taps;
     ck_conv_geom geom;
     ck_conv_geom_init(&geom, nsp, in_sp, out_sp, k, strides, pads_begin, dilations);
-    int64_t B = direct ? 1 : ck_conv_batch(N, group, Mg, R, out_n);
+    int64_t B = direct ? 1 : ck_conv_batch(CK_CONV_FWD, N, group, Mg, R, out_n);
     int64_t piece = ck_conv_position_piece(direct, nsp, group, B, Mg, R, out_n);
     /* fused (conv_cols_block) on more than one thread; on one it gains nothing (the per-image path
      * below was 10% faster on ResNet-18's 16x16 stage), and the bits are the same either way */

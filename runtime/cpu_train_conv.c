@@ -112,7 +112,7 @@ int ckrt_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const float *w
      * the GEMM's vectorized one (2x the speed there); col2im reads it through its strides */
     bool transposed = !direct && out_n < CK_DGRAD_T_MAX_POSITIONS && R * out_n * Mg >= CK_DGRAD_T_MIN_MNK;
     if (transposed) geom.col_rs = 1, geom.col_cs = R;
-    int64_t B = direct ? 1 : ck_conv_batch(N, group, Mg, R, out_n);
+    int64_t B = direct ? 1 : ck_conv_batch(CK_CONV_DGRAD, N, group, Mg, R, out_n);
     dgrad_args a = {dx, dy, w, C, M, group, Cg, Mg, R, in_n, out_n, B, direct != 0, transposed, &geom};
     ck_conv_units(dgrad_unit, &a, ws, lanes, direct ? 0 : ck_conv_ws_floats(1, B, Mg, R, out_n), N, B);
     return CKRT_OK;
@@ -166,7 +166,7 @@ int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *
     int direct;
     ck_conv_geom geom;
     CKRT_TRY(grad_geometry(c, ws, nsp, in_sp, out_sp, k, strides, pads_begin, dilations, &geom, &direct));
-    int64_t B = direct ? 1 : ck_conv_batch(N, group, Mg, R, out_n);
+    int64_t B = direct ? 1 : ck_conv_batch(CK_CONV_WGRAD, N, group, Mg, R, out_n);
     wgrad_job j = {dw, ws, dy, x, NULL, 0, N, 1, C, M, R, in_n, out_n, 0, &geom};
     bool by_cols;
     if (B > 1) { /* B images at once (group 1): col (R, nb out_n), dy gathered as (M, nb out_n) */

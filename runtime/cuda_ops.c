@@ -320,8 +320,8 @@ static int im2col(ckrt_ctx *c, ckrt_dptr col, ckrt_dptr img, int64_t Cg, int nsp
  * images, `lanes` times over where the CPU runs lanes (ckrt_conv_batch.h); the GPU runs one
  * image at a time in its first R out_n floats and clears the rest, so that the measured peak
  * (the highest byte written) is the planned one. */
-static int ws_tail(ckrt_ctx *c, ckrt_dptr ws, int64_t lanes, int64_t N, int64_t group, int64_t Mg, int64_t R, int64_t out_n) {
-    int64_t floats = ck_conv_ws_floats(lanes, ck_conv_batch(N, group, Mg, R, out_n), Mg, R, out_n);
+static int ws_tail(ckrt_ctx *c, int kind, ckrt_dptr ws, int64_t lanes, int64_t N, int64_t group, int64_t Mg, int64_t R, int64_t out_n) {
+    int64_t floats = ck_conv_ws_floats(lanes, ck_conv_batch(kind, N, group, Mg, R, out_n), Mg, R, out_n);
     if (floats == R * out_n) return CKRT_OK;
     return ckrt_cu_memset0(c, ws + 4 * (ckrt_dptr)(R * out_n), (floats - R * out_n) * 4);
 }
@@ -351,7 +351,7 @@ static int cu_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const 
                 CKRT_TRY(g_bias_add(c, Mg * g.out_n, &yg, &bg, &g.out_n));
             }
         }
-    return g.direct ? CKRT_OK : ws_tail(c, WS, lanes, N, group, Mg, R, g.out_n);
+    return g.direct ? CKRT_OK : ws_tail(c, CK_CONV_FWD, WS, lanes, N, group, Mg, R, g.out_n);
 }
 
 static int cu_pool(ckrt_ctx *c, int kind, float *y, int64_t *indices, const float *x, int nsp, int64_t N, int64_t C,
@@ -594,7 +594,7 @@ static int cu_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const flo
             if (!g.direct)
                 CKRT_TRY(g_col2im(c, Cg * g.in_n, &dxg, &col, &nsp, &g.in_sp, &g.out_sp, &g.k, &g.st, &g.pb, &g.dl));
         }
-    return g.direct ? CKRT_OK : ws_tail(c, WS, lanes, N, group, Mg, R, g.out_n);
+    return g.direct ? CKRT_OK : ws_tail(c, CK_CONV_DGRAD, WS, lanes, N, group, Mg, R, g.out_n);
 }
 
 static int cu_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *x, float *ws, int nsp, int64_t N, int64_t C,
@@ -619,7 +619,7 @@ static int cu_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const fl
             CKRT_TRY(row_gemm(c, 0, 1, Mg, R, g.out_n, 1.0f, dyg, 0, col, 0, n == 0 ? 0.0f : 1.0f,
                               DW + 4 * (ckrt_dptr)(gi * Mg * R), 0, 1));
         }
-    return g.direct ? CKRT_OK : ws_tail(c, WS, 1, N, group, Mg, R, g.out_n);
+    return g.direct ? CKRT_OK : ws_tail(c, CK_CONV_WGRAD, WS, 1, N, group, Mg, R, g.out_n);
 }
 
 static int cu_pool_grad(ckrt_ctx *c, int kind, float *dx, const float *dy, const float *x, int nsp, int64_t N, int64_t C,

@@ -77,15 +77,16 @@ static void expect_close(const char *what, const float *got, const double *want,
 
 /* The planned workspace (ck_ws_conv, ck_ws_conv_grad): the column matrix, for every kernel, of
  * one image or of B side by side with the staging matrix (ckrt_conv_batch.h). */
-static int64_t images_per_gemm(const geo *g, const int64_t *out) {
-    return ck_conv_batch(g->N, g->group, g->M / g->group, (g->C / g->group) * prod(g->nsp, g->k), prod(g->nsp, out));
-}
-static int64_t planned_ws(const geo *g, const int64_t *out, int64_t lanes) {
-    int64_t R = (g->C / g->group) * prod(g->nsp, g->k);
-    return ck_conv_ws_floats(lanes, images_per_gemm(g, out), g->M / g->group, R, prod(g->nsp, out)) * 4;
-}
+enum { FWD = 1, BWD_DATA = 2 }; /* and 0: the weight gradient */
 
-enum { FWD = 1, BWD_DATA = 2 };
+static int64_t images_per_gemm(const geo *g, const int64_t *out, int kind) {
+    int ck = kind == FWD ? CK_CONV_FWD : kind == BWD_DATA ? CK_CONV_DGRAD : CK_CONV_WGRAD;
+    return ck_conv_batch(ck, g->N, g->group, g->M / g->group, (g->C / g->group) * prod(g->nsp, g->k), prod(g->nsp, out));
+}
+static int64_t planned_ws(const geo *g, const int64_t *out, int kind, int64_t lanes) {
+    int64_t R = (g->C / g->group) * prod(g->nsp, g->k);
+    return ck_conv_ws_floats(lanes, images_per_gemm(g, out, kind), g->M / g->group, R, prod(g->nsp, out)) * 4;
+}
 
 /* Whether the planner could grant kind lanes here (passes/lanes.c: a column matrix, and
  * ck_conv_lanes_fit). */
@@ -104,12 +105,12 @@ static bool lanes_fit(const geo *g, const int64_t *out, int kind) {
 static void run_kind(const geo *g, const int64_t *out_sp, int kind, float *res, int64_t n, const float *x, const float *w,
                      const float *b, const float *dy) {
     int64_t lanes_max = lanes_fit(g, out_sp, kind) ? CK_CONV_LANES : 1;
-    int64_t ws_max = planned_ws(g, out_sp, lanes_max);
+    int64_t ws_max = planned_ws(g, out_sp, kind, lanes_max);
     unsigned char *ws = malloc((size_t)ws_max + GUARD);
     float *again = malloc(sizeof(float) * (size_t)n);
     static const struct { int threads, lanes; } reps[] = {{1, 1}, {3, 1}, {1, CK_CONV_LANES}, {2, CK_CONV_LANES}, {3, CK_CONV_LANES}};
     for (int rep = 0; rep < 5; rep++) {
-        int64_t lanes = reps[rep].lanes, ws_bytes = planned_ws(g, out_sp, lanes);
+        int64_t lanes = reps[rep].lanes, ws_bytes = planned_ws(g, out_sp, kind, lanes);
         if (lanes > lanes_max) break;
         ckrt_threads_set(reps[rep].threads);
         memset(ws, 0xA5, (size_t)ws_bytes + GUARD);
@@ -124,7 +125,7 @@ static void run_kind(const geo *g, const int64_t *out_sp, int kind, float *res, 
                                        g->pb, g->dl);
         ck_assert_msg(rc == CKRT_OK, "kind %d: %s", kind, c.msg);
         for (int i = 0; i < GUARD; i++) ck_assert_msg(ws[ws_bytes + i] == 0xA5, "kind %d wrote past its workspace", kind);
-        if (images_per_gemm(g, out_sp) > 1 || lanes > 1) /* batched or lanes: the whole workspace is used (measured == planned) */
+        if (images_per_gemm(g, out_sp, kind) > 1 || lanes > 1) /* batched or lanes: the whole workspace is used (measured == planned) */
             ck_assert_msg(memcmp(ws + ws_bytes - 4, "\xA5\xA5\xA5\xA5", 4) != 0, "kind %d, %lld lanes, %d threads: left its workspace's end unwritten",
                           kind, (long long)lanes, reps[rep].threads);
         if (rep)
