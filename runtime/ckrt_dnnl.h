@@ -26,11 +26,13 @@
  * from the uncut one in some elements for many shapes, at cuts of 16, 48 or 64: 1024x65x512,
  * 147x1024x64, 128x64x1152, ...), so cuts chosen by the thread count would change the bits.
  * ckrt_sgemm_cut cuts a product into pieces chosen from its shape alone (ckrt_sgemm_piece:
- * along its longer side, at most CK_PIECES_MAX pieces of at least CK_PIECE_MIN, at multiples of
- * 16; products under CK_PIECE_MIN_MNK multiply-adds stay whole) and runs them as blocks of the
- * pool: one thread runs them all, more share them, and the bits are the same. The price: each
- * piece packs the uncut operand again (at one thread, 1024x512x2048 NT runs 4% to 19% slower in
- * 4 or 8 pieces than whole), and a product is spread over CK_PIECES_MAX threads at most.
+ * along its longer side, into pieces of about CK_PIECE_GOOD, but at least 2 and at most
+ * CK_PIECES_MAX of them, at multiples of 16; products under CK_PIECE_MIN_MNK multiply-adds or
+ * shorter than 2 CK_PIECE_MIN stay whole) and runs them as blocks of the pool: one thread runs
+ * them all, more share them, and the bits are the same. The price: each piece packs the uncut
+ * operand again, so short pieces cost (at one thread, 256x512x512 NT in 8 pieces of 64 runs 20%
+ * slower than whole, in 4 of 128 as fast; 1024x512x2048 NT 4% to 19% slower in 4 or 8 pieces),
+ * and a product is spread over CK_PIECES_MAX threads at most, a 512-long one over 4.
  */
 #ifndef CKRT_DNNL_H
 #define CKRT_DNNL_H
@@ -39,6 +41,7 @@
 #include <stdint.h>
 
 #define CK_PIECE_MIN 64            /* a piece's least length along the cut side */
+#define CK_PIECE_GOOD 128          /* and its length where the product is long enough (64: 5-20% slower) */
 #define CK_PIECES_MAX 8            /* the most pieces a product is cut into */
 #define CK_PIECE_MIN_MNK (1 << 18) /* products smaller than this (M N K) are not cut */
 
@@ -63,7 +66,7 @@ static inline int64_t ckrt_sgemm_piece(int64_t M, int64_t N, int64_t K, bool *by
     *by_cols = N > M;
     int64_t len = *by_cols ? N : M;
     if (M * N * K < CK_PIECE_MIN_MNK || len < 2 * CK_PIECE_MIN) return len;
-    int64_t p = len / CK_PIECE_MIN < CK_PIECES_MAX ? len / CK_PIECE_MIN : CK_PIECES_MAX;
+    int64_t p = len / CK_PIECE_GOOD < 2 ? 2 : len / CK_PIECE_GOOD < CK_PIECES_MAX ? len / CK_PIECE_GOOD : CK_PIECES_MAX;
     return (len + 16 * p - 1) / (16 * p) * 16; /* p pieces, at multiples of 16: the shape's alone */
 }
 
