@@ -24,8 +24,13 @@ int ckrt_gemm(ckrt_ctx *c, float *y, const float *a, const float *b, const float
               int trans_a, int trans_b, float alpha, float beta, int64_t cm_rows, int64_t cm_cols) {
     (void)c;
     float bt = 0.0f;
+    if (cm && beta != 0.0f && K > 0) { /* y = broadcast(cm), then y = alpha op(a) op(b) + beta y, piece by piece */
+        ckrt_sgemm_cut_bias(trans_a, trans_b, M, N, K, alpha, a, trans_a ? M : K, b, trans_b ? K : N, beta, y, cm, cm_rows,
+                            cm_cols);
+        return CKRT_OK;
+    }
     if (cm && beta != 0.0f) {
-        /* y = broadcast(cm), then y = alpha*op(a)op(b) + beta*y */
+        /* y = broadcast(cm), then y = beta y */
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) y[i * N + j] = cm[(cm_rows == 1 ? 0 : i) * cm_cols + (cm_cols == 1 ? 0 : j)];
         bt = beta;

@@ -76,15 +76,29 @@ typedef struct {
     bool ta, tb, by_cols;
     int64_t M, N, K, lda, ldb, ldc, piece, len;
     float alpha, beta;
-    const float *A, *B;
+    const float *A, *B, *cm; /* cm: C's broadcast first (ckrt_sgemm_cut_bias), else NULL */
+    int64_t cm_rows, cm_cols;
     float *C;
 } piece_job;
+
+/* C's rows [r0, r1) by columns [c0, c1) = the broadcast of j->cm */
+static void fill(const piece_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    for (int64_t i = r0; i < r1; i++) {
+        const float *src = j->cm + (j->cm_rows == 1 ? 0 : i) * j->cm_cols;
+        float *dst = j->C + i * j->ldc;
+        if (j->cm_cols == 1)
+            for (int64_t k = c0; k < c1; k++) dst[k] = src[0];
+        else
+            memmove(dst + c0, src + c0, sizeof(float) * (size_t)(c1 - c0)); /* cm may be C itself */
+    }
+}
 
 /* Pieces [p0, p1): rows (columns) [p piece, min(len, (p + 1) piece)) of C. */
 static void pieces(void *arg, int64_t p0, int64_t p1) {
     const piece_job *j = arg;
     for (int64_t p = p0; p < p1; p++) {
         int64_t a = p * j->piece, n = j->len - a < j->piece ? j->len - a : j->piece;
+        if (j->cm) fill(j, j->by_cols ? 0 : a, j->by_cols ? j->M : a + n, j->by_cols ? a : 0, j->by_cols ? a + n : j->N);
         if (j->by_cols)
             ckrt_sgemm(j->ta, j->tb, j->M, n, j->K, j->alpha, j->A, j->lda, j->tb ? j->B + a * j->ldb : j->B + a, j->ldb,
                        j->beta, j->C + a, j->ldc);
@@ -94,14 +108,28 @@ static void pieces(void *arg, int64_t p0, int64_t p1) {
     }
 }
 
-void ckrt_sgemm_cut(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    piece_job j = {trans_a, trans_b, false, M, N, K, lda, ldb, ldc, 0, 0, alpha, beta, A, B, C};
-    j.piece = ckrt_sgemm_piece(M, N, K, &j.by_cols);
-    j.len = j.by_cols ? N : M;
-    if (j.piece >= j.len) {
-        ckrt_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+static void cut(piece_job *j) {
+    j->piece = ckrt_sgemm_piece(j->M, j->N, j->K, &j->by_cols);
+    j->len = j->by_cols ? j->N : j->M;
+    if (j->piece >= j->len) { /* one piece: here */
+        j->piece = j->len;
+        pieces(j, 0, 1);
         return;
     }
-    ckrt_parallel_for((j.len + j.piece - 1) / j.piece, 1, pieces, &j);
+    ckrt_parallel_for((j->len + j->piece - 1) / j->piece, 1, pieces, j);
+}
+
+void ckrt_sgemm_cut(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    piece_job j = {.ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,
+                   .beta = beta, .A = A, .B = B, .C = C};
+    cut(&j);
+}
+
+void ckrt_sgemm_cut_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                         int64_t lda, const float *B, int64_t ldb, float beta, float *C, const float *cm, int64_t cm_rows,
+                         int64_t cm_cols) {
+    piece_job j = {.ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = N, .alpha = alpha,
+                   .beta = beta, .A = A, .B = B, .cm = cm, .cm_rows = cm_rows, .cm_cols = cm_cols, .C = C};
+    cut(&j);
 }
