@@ -45,8 +45,10 @@ static inline void ck_conv_geom_init(ck_conv_geom *g, int nsp, const int64_t *in
         g->taps *= k[d];
     }
     g->run = out_sp[g->last];
-    g->col_rs = g->out_n, g->col_cs = 1; /* row-major; batched images widen the rows, and
-                                          * ckrt_conv_grad_input may hand col2im the transpose */
+    g->col_rs = ck_conv_col_ld(g->out_n), g->col_cs = 1; /* row-major (ckrt_conv_batch.h's stride);
+                                                          * batched images widen the rows, and
+                                                          * ckrt_conv_grad_input may hand col2im
+                                                          * the transpose */
     g->n_runs = g->out_n / g->run;
     g->in_sp = in_sp, g->out_sp = out_sp, g->k = k, g->st = st, g->pb = pb, g->dl = dl;
 }

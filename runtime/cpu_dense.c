@@ -177,7 +177,8 @@ static void conv_unit(const void *arg, float *ws, int64_t n0, int64_t nb) {
                 col = ws;
             }
             /* yg (Mg, out_n) = w_g (Mg, R) @ col (R, out_n) */
-            ckrt_sgemm_cut(false, false, a->Mg, out_n, R, 1.0f, w + g * a->Mg * R, R, col, out_n, 0.0f, yg, out_n);
+            ckrt_sgemm_cut(false, false, a->Mg, out_n, R, 1.0f, w + g * a->Mg * R, R, col, a->direct ? out_n : geom.col_rs, 0.0f,
+                           yg, out_n);
             if (b)
                 for (int64_t m = 0; m < a->Mg; m++) {
                     float bm = b[g * a->Mg + m];
@@ -208,7 +209,10 @@ int ckrt_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float
     /* fused (conv_cols_block) on more than one thread; on one it gains nothing (the per-image path
      * below was 10% faster on ResNet-18's 16x16 stage), and the bits are the same either way */
     if (lanes == 1 && ckrt_threads() > 1 && piece) {
-        conv_cols_job j = {y, ws, x, w, b, C, M, R, N, in_n, out_n, piece, direct, &geom};
+        /* the pieces' blocks fill R out_n floats: at the workspace's end, which the row padding of
+         * ck_conv_col_floats makes longer, so that its last byte is written (measured == planned) */
+        float *blocks = direct ? ws : ws + (ck_conv_col_floats(R, out_n) - R * out_n);
+        conv_cols_job j = {y, blocks, x, w, b, C, M, R, N, in_n, out_n, piece, direct, &geom};
         ckrt_parallel_for((out_n + piece - 1) / piece, 1, conv_cols_block, &j);
         return CKRT_OK;
     }

@@ -88,7 +88,7 @@ static void dgrad_unit(const void *arg, float *ws, int64_t n0, int64_t nb) {
             }
             /* col (R, out_n) = w_g^T (R, Mg) @ dy_g (Mg, out_n); direct: col is dx_g itself */
             float *col = a->direct ? dxg : ws;
-            ckrt_sgemm_cut(true, false, R, out_n, a->Mg, 1.0f, wg, R, dyg, out_n, 0.0f, col, out_n);
+            ckrt_sgemm_cut(true, false, R, out_n, a->Mg, 1.0f, wg, R, dyg, out_n, 0.0f, col, a->direct ? out_n : geom.col_rs);
             if (!a->direct) ck_cpu_col2im(dxg, col, a->Cg, &geom);
         }
     }
@@ -147,7 +147,7 @@ static void wgrad_block(void *arg, int64_t p0, int64_t p1) {
         }
         for (int64_t n = j->n0; n < j->n1; n++) {
             ck_cpu_im2col_rows(j->col, j->x + n * j->C * j->in_n, r0, r1, j->g);
-            ckrt_sgemm(false, true, j->M, r1 - r0, cols, 1.0f, j->dy + n * j->M * j->out_n, cols, j->col + r0 * cols, cols,
+            ckrt_sgemm(false, true, j->M, r1 - r0, cols, 1.0f, j->dy + n * j->M * j->out_n, cols, j->col + r0 * j->g->col_rs, j->g->col_rs,
                        n == 0 ? 0.0f : 1.0f, j->dw + r0, j->R);
         }
     }
@@ -200,7 +200,8 @@ int ckrt_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const float *
                 col = ws;
             }
             /* dw_g (Mg, R) (+)= dy_g (Mg, out_n) @ col^T (out_n, R) */
-            ckrt_sgemm_cut(false, true, Mg, R, out_n, 1.0f, dyg, out_n, col, out_n, n == 0 ? 0.0f : 1.0f, dw + g * Mg * R, R);
+            ckrt_sgemm_cut(false, true, Mg, R, out_n, 1.0f, dyg, out_n, col, direct ? out_n : geom.col_rs, n == 0 ? 0.0f : 1.0f,
+                           dw + g * Mg * R, R);
         }
     }
     return CKRT_OK;
