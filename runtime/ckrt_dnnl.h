@@ -77,7 +77,8 @@ void ckrt_sgemm_cut(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
 /* The same, with C (ldc N) first set to the broadcast of cm (cm_rows 1 or M, by cm_cols 1 or N)
  * piece by piece, each piece by the thread that multiplies into it: Gemm's bias, the bits of a
  * whole fill followed by ckrt_sgemm_cut (the fill is a copy), without one thread writing all of C
- * for the others to read. */
+ * for the others to read. cm must not overlap C (a piece would read bias another had already
+ * multiplied into); ckrt_gemm's never does: the planner gives a Gemm's output its own range. */
 void ckrt_sgemm_cut_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, const float *cm, int64_t cm_rows,
                          int64_t cm_cols);

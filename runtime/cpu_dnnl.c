@@ -89,7 +89,7 @@ static void fill(const piece_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t
         if (j->cm_cols == 1)
             for (int64_t k = c0; k < c1; k++) dst[k] = src[0];
         else
-            memmove(dst + c0, src + c0, sizeof(float) * (size_t)(c1 - c0)); /* cm may be C itself */
+            memcpy(dst + c0, src + c0, sizeof(float) * (size_t)(c1 - c0));
     }
 }
 
