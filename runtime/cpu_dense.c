@@ -23,24 +23,18 @@
 int ckrt_gemm(ckrt_ctx *c, float *y, const float *a, const float *b, const float *cm, int64_t M, int64_t N, int64_t K,
               int trans_a, int trans_b, float alpha, float beta, int64_t cm_rows, int64_t cm_cols) {
     (void)c;
-    float bt = 0.0f;
-    if (cm && beta != 0.0f && K > 0) { /* y = broadcast(cm), then y = alpha op(a) op(b) + beta y, piece by piece */
+    bool bias = cm && beta != 0.0f;
+    if (K == 0) { /* no product: y = beta broadcast(cm), or 0 */
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                y[i * N + j] = bias ? cm[(cm_rows == 1 ? 0 : i) * cm_cols + (cm_cols == 1 ? 0 : j)] * beta : 0.0f;
+        return CKRT_OK;
+    }
+    if (bias) /* y = broadcast(cm), then y = alpha op(a) op(b) + beta y, piece by piece */
         ckrt_sgemm_cut_bias(trans_a, trans_b, M, N, K, alpha, a, trans_a ? M : K, b, trans_b ? K : N, beta, y, cm, cm_rows,
                             cm_cols);
-        return CKRT_OK;
-    }
-    if (cm && beta != 0.0f) {
-        /* y = broadcast(cm), then y = beta y */
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) y[i * N + j] = cm[(cm_rows == 1 ? 0 : i) * cm_cols + (cm_cols == 1 ? 0 : j)];
-        bt = beta;
-    }
-    if (K == 0) {
-        if (bt == 0.0f) memset(y, 0, sizeof(float) * (size_t)(M * N));
-        else for (int64_t i = 0; i < M * N; i++) y[i] *= bt;
-        return CKRT_OK;
-    }
-    ckrt_sgemm_cut(trans_a, trans_b, M, N, K, alpha, a, trans_a ? M : K, b, trans_b ? K : N, bt, y, N);
+    else
+        ckrt_sgemm_cut(trans_a, trans_b, M, N, K, alpha, a, trans_a ? M : K, b, trans_b ? K : N, 0.0f, y, N);
     return CKRT_OK;
 }
 

@@ -88,12 +88,17 @@ static int64_t planned_ws(const geo *g, const int64_t *out, int kind, int64_t la
     return ck_conv_ws_floats(lanes, images_per_gemm(g, out, kind), g->M / g->group, R, prod(g->nsp, out)) * 4;
 }
 
+/* 1x1, no begin padding, output as large as the input: no column matrix, and no workspace planned */
+static bool is_direct(const geo *g, const int64_t *out) {
+    bool direct = true;
+    for (int d = 0; d < g->nsp; d++) direct = direct && g->k[d] == 1 && g->pb[d] == 0 && g->in[d] == out[d];
+    return direct;
+}
+
 /* Whether the planner could grant kind lanes here (passes/lanes.c: a column matrix, and
  * ck_conv_lanes_fit). */
 static bool lanes_fit(const geo *g, const int64_t *out, int kind) {
-    bool direct = true;
-    for (int d = 0; d < g->nsp; d++) direct = direct && g->k[d] == 1 && g->pb[d] == 0 && g->in[d] == out[d];
-    return kind != 0 && !direct &&
+    return kind != 0 && !is_direct(g, out) &&
            ck_conv_lanes_fit(kind == BWD_DATA, g->nsp, g->N, g->group, g->M / g->group, (g->C / g->group) * prod(g->nsp, g->k),
                              prod(g->nsp, out));
 }
@@ -105,8 +110,7 @@ static bool lanes_fit(const geo *g, const int64_t *out, int kind) {
 static void run_kind(const geo *g, const int64_t *out_sp, int kind, float *res, int64_t n, const float *x, const float *w,
                      const float *b, const float *dy) {
     int64_t lanes_max = lanes_fit(g, out_sp, kind) ? CK_CONV_LANES : 1;
-    bool direct = true; /* no column matrix: the planner gives no workspace */
-    for (int d = 0; d < g->nsp; d++) direct = direct && g->k[d] == 1 && g->pb[d] == 0 && g->in[d] == out_sp[d];
+    bool direct = is_direct(g, out_sp);
     int64_t ws_max = planned_ws(g, out_sp, kind, lanes_max);
     unsigned char *ws = malloc((size_t)ws_max + GUARD);
     float *again = malloc(sizeof(float) * (size_t)n);
