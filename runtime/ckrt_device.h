@@ -111,6 +111,8 @@ typedef struct ckrt_device_stats {
     int cache_hit;
     double host_io_ms;             /* the host's writes and reads of arena bytes (weights, inputs, loss, dumps) */
     int64_t host_staging_bytes;    /* pinned host memory the backend holds for them */
+    int64_t conv_cudnn;            /* convolution calls (forward, data and weight gradient) cuDNN ran */
+    int64_t conv_im2col;           /* those im2col + cuBLAS ran (no cuDNN, or a geometry it cannot take) */
 } ckrt_device_stats;
 int ckrt_cuda_stats(ckrt_ctx *c, ckrt_device_stats *out);
 

@@ -43,6 +43,7 @@
  */
 #define _GNU_SOURCE /* dlinfo */
 #include "cuda_impl.h"
+#include "ckrt_conv_batch.h" /* CK_CONV_FWD, _DGRAD, _WGRAD */
 #include "ckrt_kernels_gpu.h"
 #include "ckrt_util.h"
 
@@ -606,6 +607,273 @@ ckrt_dptr ckrt_cu_scratch(ckrt_ctx *c, int64_t *bytes) {
     return (ckrt_dptr)G.arena + (ckrt_dptr)((G.arena_bytes + 255) / 256 * 256);
 }
 
+/* ---------------------------------------------------------------- cuDNN (convolutions)
+ *
+ * Opened at run time like cuBLAS, when present ($CKRT_CUDNN naming the library, else
+ * libcudnn.so.N in $CKRT_CUDA_LIBDIR or the toolkit's directory, then the loader path): without
+ * it, or with CKRT_CUDNN=0, every convolution stays im2col + cuBLAS, and the device line says so
+ * (a library that loads but whose cudnnCreate fails, too: its descriptors are still set up, and
+ * checked against the model's output sizes). It runs on the stream kernels go to, with FMA math only
+ * (no TF32 unless --tf32). Each geometry (kind and shape) gets its descriptors and algorithm once,
+ * the first time it runs, and keeps them: cuDNN's heuristics are asked (nothing is timed, nothing
+ * runs), and the first algorithm that is deterministic and whose workspace fits the bound is
+ * taken. A geometry with none, or one cuDNN cannot express (asymmetric padding, more than three
+ * spatial axes, sizes past 32 bits), is remembered as such and stays with im2col. */
+#ifdef CKRT_HAVE_CUDNN
+#include <cudnn.h>
+
+#define CK_DNN_FNS(X)                                                                                                  \
+    X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream)                        \
+    X(cudnnCreateTensorDescriptor) X(cudnnSetTensorNdDescriptor) X(cudnnCreateFilterDescriptor)                       \
+    X(cudnnSetFilterNdDescriptor) X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)              \
+    X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType) X(cudnnGetConvolutionForwardAlgorithm_v7)         \
+    X(cudnnGetConvolutionBackwardDataAlgorithm_v7) X(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                   \
+    X(cudnnConvolutionForward) X(cudnnConvolutionBackwardData) X(cudnnConvolutionBackwardFilter)                    \
+    X(cudnnDestroyTensorDescriptor) X(cudnnDestroyFilterDescriptor) X(cudnnDestroyConvolutionDescriptor)            \
+    X(cudnnGetConvolutionNdForwardOutputDim)
+static struct {
+    void *lib;
+#define CK_DNN_MEMBER_(f) __typeof__(f) *f;
+    CK_DNN_FNS(CK_DNN_MEMBER_)
+#undef CK_DNN_MEMBER_
+    cudnnHandle_t h; /* NULL when the library loaded but cudnnCreate failed: descriptors only */
+    int loaded;      /* this open uses the library: its version is the headers' */
+    int tf32;
+    char why[160]; /* why convolutions do not use it, for the device line */
+} D;
+#define DNN(f, args)                                                                                      \
+    do {                                                                                                  \
+        cudnnStatus_t ck_d_ = D.f args;                                                                   \
+        if (ck_d_ != CUDNN_STATUS_SUCCESS)                                                                \
+            return ckrt_fail(c, CKRT_ERR_INTERNAL, "%s failed: %s", #f, D.cudnnGetErrorString(ck_d_));    \
+    } while (0)
+
+enum { MAX_CONV_GEOMS = 1024 };
+typedef struct dnn_geom {
+    int kind, nsp, usable, algo;
+    int64_t N, C, M, group, bound, in_sp[3], out_sp[3], k[3], st[3], pb[3], dl[3];
+    size_t ws_bytes;
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+} dnn_geom;
+static dnn_geom *dnn_geoms;
+static int n_dnn_geoms;
+
+static int cudnn_set_stream(ckrt_ctx *c);
+
+/* Opens cuDNN if it is there; its absence is not an error (convolutions fall back). */
+static int open_cudnn(ckrt_ctx *c, const ckrt_cuda_options *o) {
+    const char *off = getenv("CKRT_CUDNN");
+    D.tf32 = o->tf32, D.loaded = 0;
+    if (off && !strcmp(off, "0")) {
+        snprintf(D.why, sizeof D.why, "cuDNN off (CKRT_CUDNN=0)");
+        return CKRT_OK;
+    }
+    if (!D.lib) { /* $CKRT_CUDNN names the library (PyTorch's wheels keep one outside the loader path) */
+        char names[2][4200];
+        int n = 0;
+        if (off && *off) snprintf(names[n++], sizeof names[0], "%s", off);
+        else {
+            snprintf(names[n++], sizeof names[0], "%s/libcudnn.so.%d", cuda_libdir(), CUDNN_MAJOR);
+            snprintf(names[n++], sizeof names[0], "libcudnn.so.%d", CUDNN_MAJOR);
+        }
+        void *h = NULL;
+        for (int i = 0; i < n && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (!h && off && *off) return ckrt_fail(c, CKRT_ERR_USAGE, "CKRT_CUDNN=%s: cannot load it (%s)", off, dlerror());
+        if (!h) {
+            snprintf(D.why, sizeof D.why, "no cuDNN (libcudnn.so.%d not found)", CUDNN_MAJOR);
+            return CKRT_OK;
+        }
+#define CK_DNN_LOAD_(f)                                                                                         \
+        if (!(*(void **)&D.f = dlsym(h, #f))) {                                                                 \
+            dlclose(h);                                                                                         \
+            snprintf(D.why, sizeof D.why, "no cuDNN (libcudnn.so.%d lacks %s)", CUDNN_MAJOR, #f);               \
+            return CKRT_OK;                                                                                     \
+        }
+        CK_DNN_FNS(CK_DNN_LOAD_)
+#undef CK_DNN_LOAD_
+        D.lib = h;
+    }
+    size_t v = D.cudnnGetVersion();
+    if (v / 10000 != CUDNN_MAJOR) {
+        snprintf(D.why, sizeof D.why, "no cuDNN (libcudnn is version %zu, libckrt was built for %d)", v, CUDNN_MAJOR);
+        return CKRT_OK;
+    }
+    D.loaded = 1;
+    cudnnStatus_t s = D.cudnnCreate(&D.h);
+    if (s != CUDNN_STATUS_SUCCESS) { /* a library that does not work with this driver: convolutions as before */
+        D.h = NULL;
+        snprintf(D.why, sizeof D.why, "no cuDNN (cudnnCreate failed: %s)", D.cudnnGetErrorString(s));
+        return CKRT_OK;
+    }
+    CKRT_TRY(cudnn_set_stream(c));
+    snprintf(D.why, sizeof D.why, "cuDNN %zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
+    return CKRT_OK;
+}
+
+static void close_cudnn(void) {
+    for (int i = 0; i < n_dnn_geoms; i++) {
+        dnn_geom *e = &dnn_geoms[i];
+        if (e->x) D.cudnnDestroyTensorDescriptor(e->x);
+        if (e->y) D.cudnnDestroyTensorDescriptor(e->y);
+        if (e->w) D.cudnnDestroyFilterDescriptor(e->w);
+        if (e->conv) D.cudnnDestroyConvolutionDescriptor(e->conv);
+    }
+    free(dnn_geoms);
+    dnn_geoms = NULL, n_dnn_geoms = 0;
+    if (D.h) D.cudnnDestroy(D.h);
+    D.h = NULL, D.loaded = 0, D.why[0] = 0;
+}
+
+static int cudnn_set_stream(ckrt_ctx *c) {
+    if (D.h) DNN(cudnnSetStream, (D.h, (cudaStream_t)G.stream[G.cur]));
+    return CKRT_OK;
+}
+static const char *cudnn_says(void) { return D.why; }
+
+static int nd_desc(ckrt_ctx *c, dnn_geom *e) {
+    /* cuDNN takes 4 or 5 dimensions: one spatial axis becomes (1, L) */
+    int nd = e->nsp == 1 ? 2 : e->nsp, xd[5], yd[5], xs[5], ys[5], wd[5], pad[3], st[3], dl[3];
+    int64_t in[3], out[3], k[3];
+    for (int d = 0; d < nd; d++) {
+        int one = e->nsp == 1 && d == 0;
+        int s = e->nsp == 1 ? 0 : d;
+        in[d] = one ? 1 : e->in_sp[s], out[d] = one ? 1 : e->out_sp[s], k[d] = one ? 1 : e->k[s];
+        pad[d] = one ? 0 : (int)e->pb[s], st[d] = one ? 1 : (int)e->st[s], dl[d] = one ? 1 : (int)e->dl[s];
+    }
+    xd[0] = (int)e->N, xd[1] = (int)e->C, yd[0] = (int)e->N, yd[1] = (int)e->M, wd[0] = (int)e->M, wd[1] = (int)(e->C / e->group);
+    for (int d = 0; d < nd; d++) xd[2 + d] = (int)in[d], yd[2 + d] = (int)out[d], wd[2 + d] = (int)k[d];
+    xs[nd + 1] = ys[nd + 1] = 1;
+    for (int d = nd; d >= 0; d--) xs[d] = xs[d + 1] * xd[d + 1], ys[d] = ys[d + 1] * yd[d + 1];
+    DNN(cudnnCreateTensorDescriptor, (&e->x));
+    DNN(cudnnCreateTensorDescriptor, (&e->y));
+    DNN(cudnnCreateFilterDescriptor, (&e->w));
+    DNN(cudnnCreateConvolutionDescriptor, (&e->conv));
+    DNN(cudnnSetTensorNdDescriptor, (e->x, CUDNN_DATA_FLOAT, nd + 2, xd, xs));
+    DNN(cudnnSetTensorNdDescriptor, (e->y, CUDNN_DATA_FLOAT, nd + 2, yd, ys));
+    DNN(cudnnSetFilterNdDescriptor, (e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nd + 2, wd));
+    DNN(cudnnSetConvolutionNdDescriptor, (e->conv, nd, pad, st, dl, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    DNN(cudnnSetConvolutionGroupCount, (e->conv, (int)e->group));
+    DNN(cudnnSetConvolutionMathType, (e->conv, D.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    /* cuDNN's own reading of the descriptors must give ONNX's output: a mismatch is a bug here */
+    int got[5];
+    DNN(cudnnGetConvolutionNdForwardOutputDim, (e->conv, e->x, e->w, nd + 2, got));
+    for (int i = 0; i < nd + 2; i++)
+        if (got[i] != yd[i])
+            return ckrt_fail(c, CKRT_ERR_INTERNAL, "cuDNN reads this convolution's descriptors as giving %d on output axis %d, where "
+                             "the model has %d", got[i], i, yd[i]);
+    return CKRT_OK;
+}
+
+/* cuDNN pads both ends alike: the geometry fits when that gives ONNX's output size (and no axis
+ * is empty: those the op layer handles itself). */
+static int expressible(const ckrt_cu_conv_geom *g) {
+    if (g->nsp < 1 || g->nsp > 3 || g->group < 1 || g->N < 1 || g->C < g->group || g->M < g->group) return 0;
+    int64_t in_n = 1, out_n = 1;
+    for (int d = 0; d < g->nsp; d++) {
+        if (g->in_sp[d] < 1 || g->out_sp[d] < 1 || g->k[d] < 1 || g->dilations[d] < 1) return 0;
+        int64_t span = g->dilations[d] * (g->k[d] - 1) + 1, padded = g->in_sp[d] + 2 * g->pads_begin[d];
+        if (padded < span || g->strides[d] < 1 || (padded - span) / g->strides[d] + 1 != g->out_sp[d]) return 0;
+        if (g->pads_begin[d] > INT_MAX || g->strides[d] > INT_MAX || g->dilations[d] > INT_MAX) return 0;
+        in_n *= g->in_sp[d], out_n *= g->out_sp[d];
+    }
+    int64_t big = g->C > g->M ? g->C : g->M;
+    return g->N * big * (in_n > out_n ? in_n : out_n) < INT_MAX;
+}
+
+#define CK_PICK_ALGO_(fn, perf_t, ...)                                                                           \
+    do {                                                                                                         \
+        perf_t perf[16];                                                                                         \
+        int n = 0;                                                                                               \
+        DNN(fn, (D.h, __VA_ARGS__, 16, &n, perf));                                                               \
+        for (int i = 0; i < n && !e->usable; i++)                                                                \
+            if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&          \
+                (D.tf32 || perf[i].mathType != CUDNN_TENSOR_OP_MATH) && (int64_t)perf[i].memory <= e->bound)     \
+                e->usable = 1, e->algo = (int)perf[i].algo, e->ws_bytes = perf[i].memory;                        \
+    } while (0)
+
+static int find_geom(ckrt_ctx *c, int kind, const ckrt_cu_conv_geom *g, int64_t bound, dnn_geom **out) {
+    *out = NULL;
+    if (g->nsp < 1 || g->nsp > 3) return CKRT_OK; /* cuDNN takes at most 3 spatial axes */
+    for (int i = 0; i < n_dnn_geoms; i++) {
+        dnn_geom *e = &dnn_geoms[i];
+        int same = e->kind == kind && e->nsp == g->nsp && e->N == g->N && e->C == g->C && e->M == g->M && e->group == g->group &&
+                   e->bound == bound;
+        for (int d = 0; same && d < g->nsp; d++)
+            same = e->in_sp[d] == g->in_sp[d] && e->out_sp[d] == g->out_sp[d] && e->k[d] == g->k[d] && e->st[d] == g->strides[d] &&
+                   e->pb[d] == g->pads_begin[d] && e->dl[d] == g->dilations[d];
+        if (same) {
+            *out = e;
+            return CKRT_OK;
+        }
+    }
+    if (n_dnn_geoms == MAX_CONV_GEOMS) return CKRT_OK; /* im2col from here on: still the same bits for the same geometry */
+    if (!dnn_geoms && !(dnn_geoms = calloc(MAX_CONV_GEOMS, sizeof *dnn_geoms)))
+        return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate cuDNN's geometry table");
+    dnn_geom *e = &dnn_geoms[n_dnn_geoms++];
+    memset(e, 0, sizeof *e);
+    e->kind = kind, e->nsp = g->nsp, e->N = g->N, e->C = g->C, e->M = g->M, e->group = g->group, e->bound = bound;
+    *out = e;
+    for (int d = 0; d < g->nsp; d++)
+        e->in_sp[d] = g->in_sp[d], e->out_sp[d] = g->out_sp[d], e->k[d] = g->k[d], e->st[d] = g->strides[d],
+        e->pb[d] = g->pads_begin[d], e->dl[d] = g->dilations[d];
+    if (!expressible(g)) return CKRT_OK;
+    CKRT_TRY(nd_desc(c, e));
+    if (!D.h) return CKRT_OK; /* descriptors checked, no algorithm: the library loaded but cudnnCreate failed */
+    if (kind == CK_CONV_FWD) CK_PICK_ALGO_(cudnnGetConvolutionForwardAlgorithm_v7, cudnnConvolutionFwdAlgoPerf_t, e->x, e->w, e->conv, e->y);
+    else if (kind == CK_CONV_DGRAD)
+        CK_PICK_ALGO_(cudnnGetConvolutionBackwardDataAlgorithm_v7, cudnnConvolutionBwdDataAlgoPerf_t, e->w, e->y, e->conv, e->x);
+    else CK_PICK_ALGO_(cudnnGetConvolutionBackwardFilterAlgorithm_v7, cudnnConvolutionBwdFilterAlgoPerf_t, e->x, e->y, e->conv, e->w);
+    return CKRT_OK;
+}
+
+int ckrt_cu_conv(ckrt_ctx *c, int kind, const ckrt_cu_conv_geom *g, ckrt_dptr out, ckrt_dptr a, ckrt_dptr b, ckrt_dptr ws,
+                 int64_t ws_bound, int *done) {
+    *done = 0;
+    CKRT_TRY(check_ptrs(c));
+    dnn_geom *e = NULL;
+    if (D.loaded) CKRT_TRY(find_geom(c, kind, g, ws ? ws_bound : 0, &e));
+    if (!e || !e->usable) {
+        G.st.conv_im2col++;
+        return CKRT_OK;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    void *W = e->ws_bytes ? (void *)(uintptr_t)ws : NULL;
+    if (kind == CK_CONV_FWD)
+        DNN(cudnnConvolutionForward, (D.h, &one, e->x, (const void *)(uintptr_t)a, e->w, (const void *)(uintptr_t)b, e->conv,
+                                      (cudnnConvolutionFwdAlgo_t)e->algo, W, e->ws_bytes, &zero, e->y, (void *)(uintptr_t)out));
+    else if (kind == CK_CONV_DGRAD)
+        DNN(cudnnConvolutionBackwardData, (D.h, &one, e->w, (const void *)(uintptr_t)b, e->y, (const void *)(uintptr_t)a, e->conv,
+                                           (cudnnConvolutionBwdDataAlgo_t)e->algo, W, e->ws_bytes, &zero, e->x, (void *)(uintptr_t)out));
+    else
+        DNN(cudnnConvolutionBackwardFilter, (D.h, &one, e->x, (const void *)(uintptr_t)b, e->y, (const void *)(uintptr_t)a, e->conv,
+                                             (cudnnConvolutionBwdFilterAlgo_t)e->algo, W, e->ws_bytes, &zero, e->w,
+                                             (void *)(uintptr_t)out));
+    G.st.conv_cudnn++;
+    *done = 1;
+    return CKRT_OK;
+}
+#else
+static int open_cudnn(ckrt_ctx *c, const ckrt_cuda_options *o) {
+    (void)c, (void)o;
+    return CKRT_OK;
+}
+static void close_cudnn(void) {}
+static int cudnn_set_stream(ckrt_ctx *c) {
+    (void)c;
+    return CKRT_OK;
+}
+static const char *cudnn_says(void) { return "no cuDNN (libckrt was built without cudnn.h)"; }
+int ckrt_cu_conv(ckrt_ctx *c, int kind, const ckrt_cu_conv_geom *g, ckrt_dptr out, ckrt_dptr a, ckrt_dptr b, ckrt_dptr ws,
+                 int64_t ws_bound, int *done) {
+    (void)kind, (void)g, (void)out, (void)a, (void)b, (void)ws, (void)ws_bound;
+    *done = 0;
+    G.st.conv_im2col++;
+    return check_ptrs(c);
+}
+#endif
+
 /* ---------------------------------------------------------------- backend hooks */
 
 /* One device allocation: the arena (with the guard zone ckrt_main asks for), the loss scratch,
@@ -753,7 +1021,7 @@ static int be_set_stream(ckrt_ctx *c, int stream) {
     if (G.cur == stream) return CKRT_OK;
     G.cur = stream;
     BLAS(cublasSetStream, (G.blas, (cudaStream_t)G.stream[stream]));
-    return CKRT_OK;
+    return cudnn_set_stream(c);
 }
 
 /* Adds up the copies' timings: the copy itself (start -> end) and what the compute stream waited
@@ -909,6 +1177,9 @@ static int open_device(ckrt_ctx *c, const ckrt_cuda_options *o) {
     BLAS(cublasSetStream, (G.blas, (cudaStream_t)G.stream[0]));
     /* FP32 products stay FP32 unless --tf32: TF32 rounds the operands to 10 mantissa bits */
     BLAS(cublasSetMathMode, (G.blas, o->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    CKRT_TRY(open_cudnn(c, o));
+    size_t len = strlen(G.desc);
+    snprintf(G.desc + len, sizeof G.desc - len, "; convolutions: %s", cudnn_says());
     G.ready = 1;
     return CKRT_OK;
 }
@@ -928,6 +1199,7 @@ int ckrt_cuda_open(ckrt_ctx *c, const ckrt_cuda_options *o, const ckrt_backend *
 void ckrt_cuda_close(ckrt_ctx *c) {
     (void)c;
     if (!G.lib) return;
+    close_cudnn();
     if (G.blas) B.cublasDestroy(G.blas);
     if (G.mod) G.cuModuleUnload(G.mod);
     for (int i = 0; i < N_USER_EVENTS; i++)

@@ -26,6 +26,22 @@ int ckrt_cu_launch(ckrt_ctx *c, const char *kernel, int64_t n, void **args);
 int ckrt_cu_gemm(ckrt_ctx *c, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, ckrt_dptr a, int64_t lda,
                  int64_t stride_a, ckrt_dptr b, int64_t ldb, int64_t stride_b, float beta, ckrt_dptr y, int64_t ldy,
                  int64_t stride_y, int64_t batch);
+/* A convolution's geometry as the op layer has it: nsp spatial axes, N images, C input and M
+ * output channels in `group` groups, ONNX's begin pads (the end pads are implied by out_sp). */
+typedef struct ckrt_cu_conv_geom {
+    int nsp;
+    int64_t N, C, M, group;
+    const int64_t *in_sp, *out_sp, *k, *strides, *pads_begin, *dilations;
+} ckrt_cu_conv_geom;
+/* Runs one whole convolution kernel through cuDNN where the device layer has it: kind
+ * CK_CONV_FWD (out y, a x, b w), CK_CONV_DGRAD (out dx, a dy, b w) or CK_CONV_WGRAD (out dw,
+ * a dy, b x), every image at once, output overwritten. The algorithm is the fastest
+ * deterministic one cuDNN's heuristics offer whose workspace fits ws_bound bytes at ws: a bound
+ * the caller derives from the geometry alone, so the same convolution gets the same algorithm
+ * (and bits) in every program. *done = 0 when it did not run (no cuDNN, CKRT_CUDNN=0, a geometry
+ * cuDNN cannot express, no such algorithm): the caller computes it itself. */
+int ckrt_cu_conv(ckrt_ctx *c, int kind, const ckrt_cu_conv_geom *g, ckrt_dptr out, ckrt_dptr a, ckrt_dptr b, ckrt_dptr ws,
+                 int64_t ws_bound, int *done);
 /* Sets bytes at p to value (compute stream). */
 int ckrt_cu_memset(ckrt_ctx *c, ckrt_dptr p, int value, int64_t bytes);
 static inline int ckrt_cu_memset0(ckrt_ctx *c, ckrt_dptr p, int64_t bytes) { return ckrt_cu_memset(c, p, 0, bytes); }

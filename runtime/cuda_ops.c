@@ -2,8 +2,8 @@
  * launches that compute it on the GPU. Every elementwise, row, channel and window computation is
  * one of the ck_g_* wrappers in the program's kernels.cu (codegen/emit_cuda.c), which call the
  * same bodies (runtime/ckrt_kernels*.h) as the CPU backend; products go to cuBLAS (row-major
- * operands handed to column-major cuBLAS as their transposes); convolution is im2col + cuBLAS
- * per image and group, as on the CPU.
+ * operands handed to column-major cuBLAS as their transposes); a convolution is cuDNN's where the
+ * device layer has it (try_cudnn), else im2col + cuBLAS per image and group, as on the CPU.
  *
  * Determinism: every output element is computed by one thread in a fixed order (no atomics);
  * the loss is summed by one thread in row order; cuBLAS runs on one stream with TF32 off unless
@@ -326,6 +326,22 @@ static int ws_tail(ckrt_ctx *c, int kind, ckrt_dptr ws, int64_t lanes, int64_t N
     return ckrt_cu_memset0(c, ws + 4 * (ckrt_dptr)(R * out_n), (floats - R * out_n) * 4);
 }
 
+/* The whole convolution through cuDNN when the device layer has it (ckrt_cu_conv): its algorithm
+ * may use at most one image's column matrix (R out_n floats, what every plan gives a convolution
+ * that is not direct; 0 for a direct one), a bound from the geometry alone so that a convolution
+ * gets the same algorithm, hence the same bits, in every program. The planned workspace's last
+ * float is then written, so that the measured peak is the planned one whatever cuDNN used. */
+static int try_cudnn(ckrt_ctx *c, int kind, const conv_geom *g, int nsp, int64_t N, int64_t C, int64_t M, int64_t group,
+                     const int64_t *in_sp, const int64_t *out_sp, const int64_t *k, const int64_t *strides, const int64_t *pads_begin,
+                     const int64_t *dilations, ckrt_dptr out, ckrt_dptr a, ckrt_dptr b, ckrt_dptr ws, int64_t lanes, int *done) {
+    ckrt_cu_conv_geom cg = {nsp, N, C, M, group, in_sp, out_sp, k, strides, pads_begin, dilations};
+    int64_t Mg = M / group, R = C / group * g->taps;
+    CKRT_TRY(ckrt_cu_conv(c, kind, &cg, out, a, b, ws, g->direct ? 0 : 4 * R * g->out_n, done));
+    if (!*done || g->direct || !ws) return CKRT_OK;
+    int64_t floats = ck_conv_ws_floats(lanes, ck_conv_batch(kind, N, group, Mg, R, g->out_n), Mg, R, g->out_n);
+    return ckrt_cu_memset0(c, ws + 4 * (ckrt_dptr)(floats - 1), 4);
+}
+
 static int cu_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const float *b, float *ws, int64_t lanes, int nsp, int64_t N,
                    int64_t C, int64_t M, int64_t group, const int64_t *in_sp, const int64_t *out_sp, const int64_t *k,
                    const int64_t *strides, const int64_t *pads_begin, const int64_t *dilations) {
@@ -336,6 +352,16 @@ static int cu_conv(ckrt_ctx *c, float *y, const float *x, const float *w, const 
     if (!g.direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv needs a workspace but none was planned");
     int64_t Cg = C / group, Mg = M / group, R = Cg * g.taps;
     ckrt_dptr X = P(x), Y = P(y), W = P(w), B = P(b), WS = P(ws);
+    int done = 0;
+    CKRT_TRY(try_cudnn(c, CK_CONV_FWD, &g, nsp, N, C, M, group, in_sp, out_sp, k, strides, pads_begin, dilations, Y, X, W, WS, lanes,
+                       &done));
+    if (done) {
+        for (int64_t n = 0; b && n < N; n++) {
+            ckrt_dptr yn = Y + 4 * (ckrt_dptr)(n * M * g.out_n);
+            CKRT_TRY(g_bias_add(c, M * g.out_n, &yn, &B, &g.out_n));
+        }
+        return CKRT_OK;
+    }
     for (int64_t n = 0; n < N; n++)
         for (int64_t gi = 0; gi < group; gi++) {
             ckrt_dptr img = X + 4 * (ckrt_dptr)((n * C + gi * Cg) * g.in_n), yg = Y + 4 * (ckrt_dptr)((n * M + gi * Mg) * g.out_n);
@@ -585,6 +611,10 @@ static int cu_conv_grad_input(ckrt_ctx *c, float *dx, const float *dy, const flo
     if (N * C * g.in_n == 0) return CKRT_OK;
     if (g.out_n == 0 || Mg == 0 || g.taps == 0) return ckrt_cu_memset0(c, DX, N * C * g.in_n * 4);
     if (!g.direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv gradient needs a workspace but none was planned");
+    int done = 0;
+    CKRT_TRY(try_cudnn(c, CK_CONV_DGRAD, &g, nsp, N, C, M, group, in_sp, out_sp, k, strides, pads_begin, dilations, DX, DY, W, WS,
+                       lanes, &done));
+    if (done) return CKRT_OK;
     for (int64_t n = 0; n < N; n++)
         for (int64_t gi = 0; gi < group; gi++) {
             ckrt_dptr dxg = DX + 4 * (ckrt_dptr)((n * C + gi * Cg) * g.in_n), dyg = DY + 4 * (ckrt_dptr)((n * M + gi * Mg) * g.out_n);
@@ -607,6 +637,10 @@ static int cu_conv_grad_weight(ckrt_ctx *c, float *dw, const float *dy, const fl
     if (M * R == 0) return CKRT_OK;
     if (N == 0 || g.out_n == 0) return ckrt_cu_memset0(c, DW, M * R * 4);
     if (!g.direct && !ws) return ckrt_fail(c, CKRT_ERR_INTERNAL, "conv gradient needs a workspace but none was planned");
+    int done = 0;
+    CKRT_TRY(try_cudnn(c, CK_CONV_WGRAD, &g, nsp, N, C, M, group, in_sp, out_sp, k, strides, pads_begin, dilations, DW, DY, X, WS, 1,
+                       &done));
+    if (done) return CKRT_OK;
     for (int64_t n = 0; n < N; n++)
         for (int64_t gi = 0; gi < group; gi++) {
             ckrt_dptr img = X + 4 * (ckrt_dptr)((n * C + gi * Cg) * g.in_n), dyg = DY + 4 * (ckrt_dptr)((n * M + gi * Mg) * g.out_n);

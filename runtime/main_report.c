@@ -71,6 +71,9 @@ void ckrt_run_print_summary(const run *r) {
         printf("  %-20s %12.3f ms (weights, inputs, losses, dumps), %lld bytes of pinned staging\n", "host transfers", ds.host_io_ms,
                (long long)ds.host_staging_bytes);
         printf("  %-20s %12s\n", "kernels", ds.cache_hit ? "from the cache" : "compiled by NVRTC");
+        if (ds.conv_cudnn + ds.conv_im2col)
+            printf("  %-20s %12lld through cuDNN, %lld by im2col + cuBLAS (calls)\n", "convolutions", (long long)ds.conv_cudnn,
+                   (long long)ds.conv_im2col);
     }
     if (training(r) && r->steps > r->first_step)
         printf("  %-20s %12.6f -> %.6f\n", "loss", r->losses[r->first_step], r->losses[r->steps - 1]);
@@ -128,10 +131,11 @@ int ckrt_run_write_report(run *r) {
         ckrt_json_str(f, ckrt_cuda_describe());
         fprintf(f, ", \"used_bytes_context_included\": %lld, \"total_bytes\": %lld, "
                    "\"copy_bytes\": %lld, \"copy_ms\": %.3f, \"copy_exposed_ms\": %.3f, \"host_io_ms\": %.3f, "
-                   "\"host_staging_bytes\": %lld, \"nvrtc_ms\": %.1f, \"kernel_cache_hit\": %s},\n",
+                   "\"host_staging_bytes\": %lld, \"nvrtc_ms\": %.1f, \"kernel_cache_hit\": %s, \"conv_cudnn_calls\": %lld, "
+                   "\"conv_im2col_calls\": %lld},\n",
                 (long long)ds.mem_used_bytes, (long long)ds.mem_total_bytes, (long long)ds.copy_bytes,
                 ds.copy_ms, ds.copy_exposed_ms, ds.host_io_ms, (long long)ds.host_staging_bytes, ds.compile_ms,
-                ds.cache_hit ? "true" : "false");
+                ds.cache_hit ? "true" : "false", (long long)ds.conv_cudnn, (long long)ds.conv_im2col);
     }
     fprintf(f, "  \"planned_peak_bytes\": %lld,\n  \"measured_peak_bytes\": %lld,\n", (long long)p->arena_bytes,
             (long long)r->measured);

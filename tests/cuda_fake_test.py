@@ -27,7 +27,17 @@ reads sees device garbage and the run differs from the CPU. Checked:
      planned == measured peak, found by the device-side search, and the CPU's bits;
   8. a small conv net whose 2x2-output convolutions the CPU runs several images per GEMM
      (ckrt_conv_batch.h): the GPU path, one image at a time, matches the CPU's losses and
-     parameters, planned == measured on both devices.
+     parameters, planned == measured on both devices; with cuDNN and with CKRT_CUDNN=0 (im2col);
+  9. cuDNN (when the toolkit has cudnn.h, the fake stands in for libcudnn too; its heuristics
+     offer a non-deterministic, an oversized, a deterministic and a TF32 algorithm, and a run
+     with any but the deterministic one, or with less workspace than it asked for, fails):
+     every sample's convolutions run through it, each policy's step-2 gradients are the bits
+     of `train`'s; convolutions of 1, 2 and 3 spatial axes, grouped, dilated, strided, with a
+     bias, match the CPU, and one with asymmetric padding (which cuDNN cannot express) falls
+     back to im2col, planned == measured throughout;
+ 10. the toolkit's real libcudnn beside the fake driver: it loads with every function the backend
+     calls, and each convolution's descriptors give the model's output size in it (no GPU, so
+     cudnnCreate fails and the convolutions fall back to im2col, which the run shows).
 """
 import json
 import os
@@ -97,6 +107,9 @@ def main():
                       f"cache {'hit' if rg['device']['kernel_cache_hit'] else 'compiled'}  {'ok' if ok else 'FAIL'}", flush=True)
     if bad:
         raise SystemExit(f"FAIL: {bad} run(s) of the CUDA backend on the fake driver differ from the CPU or failed")
+    cudnn = any(f.startswith("libcudnn.so.") for f in os.listdir(fake))
+    if cudnn:
+        check_cudnn_samples(progs)
     print(f"ok 1: {len(progs) * len(SEEDS)} runs of the real CUDA backend under adversarial stream orders match the CPU")
 
     # 2. the kernel cache: seed 0 compiled (first start), later seeds loaded it
@@ -146,8 +159,132 @@ def main():
     print(f"ok 6 (seeds {SEEDS}): " + r.stdout.strip())
 
     check_host_memory(ckptc, work, env)
-    check_batched_conv(ckptc, work, env)
+    check_batched_conv(ckptc, work, env, cudnn)
+    if cudnn:
+        check_conv_geometries(ckptc, work, env)
+        check_real_cudnn(work, env, fake, progs)
     return 0
+
+
+def check_real_cudnn(work, env, fake, progs):
+    """10. the toolkit's own libcudnn, beside the fake driver: it loads, has every function the
+    backend calls and the headers' major version; cudnnCreate fails without a GPU, so convolutions
+    fall back to im2col, but first every convolution's descriptors are set in the real library and
+    its output size (cudnnGetConvolutionNdForwardOutputDim) must be the model's."""
+    name = next(f for f in os.listdir(fake) if f.startswith("libcudnn.so."))
+    real = os.path.join("/usr/local/cuda/lib64", name)
+    if not os.path.exists(real) or os.path.exists("/proc/driver/nvidia/version"):
+        print(f"ok 10: skipped ({'no ' + real if not os.path.exists(real) else 'a real driver is loaded: cudnnCreate would work'})")
+        return
+    r = run([os.path.join(work, "conv-2d", "trainer"), "--device", "cuda", "--steps", "1"],
+            dict(env, CKRT_CUDNN=os.path.join(work, "no-such-libcudnn.so")), expect=2)
+    if "CKRT_CUDNN=" not in r.stderr or "cannot load it" not in r.stderr:
+        raise SystemExit(f"FAIL 10: CKRT_CUDNN naming a missing library should stop the program saying so: {r.stderr!r}")
+    menv = dict(env, CKRT_CUDNN=real)  # the fake driver, cuBLAS and NVRTC; the real cuDNN
+    dirs = [progs[k] for k in progs if k[0] == "resnet"] + [os.path.join(work, f"conv-{c}") for c in ("2d", "1d", "3d")]
+    for d in dirs:
+        rep = os.path.join(d, "report-realcudnn.json")
+        r = run([os.path.join(d, "trainer"), "--device", "cuda", "--steps", "1", "--report", rep], menv, expect=None)
+        first = (r.stdout.splitlines() or [""])[0]
+        cu, im = conv_calls(rep) if r.returncode == 0 else (0, 0)
+        if r.returncode != 0 or "no cuDNN (cudnnCreate failed" not in first or cu or not im:
+            raise SystemExit(f"FAIL 10: {d} with CKRT_CUDNN={real}: exit {r.returncode}, {first!r}, {cu} cuDNN / {im} im2col calls\n"
+                             f"{r.stderr[-1500:]}")
+    said = first.split("convolutions: ")[-1]
+    print(f"ok 10: {real} loads with every function the backend calls; {len(dirs)} programs' convolution descriptors "
+          f"give the models' output sizes in it; the device line says: {said[:-1] if said.endswith(')') else said}")
+
+
+def conv_calls(rep):
+    dev = json.load(open(rep))["device"]
+    return dev["conv_cudnn_calls"], dev["conv_im2col_calls"]
+
+
+def check_cudnn_samples(progs):
+    """9a. the samples' convolutions went through cuDNN, and its policies give the same bits."""
+    problems, seen = [], 0
+    for (name, vname), d in progs.items():
+        cu, im = conv_calls(os.path.join(d, "report-fake0.json"))
+        if cu + im == 0:
+            continue
+        seen += 1
+        if im:
+            problems.append(f"{name} {vname}: {im} convolution calls by im2col ({cu} through cuDNN)")
+        if vname != "train":
+            ref, got = npys(os.path.join(progs[(name, "train")], "grads-fake0")), npys(os.path.join(d, "grads-fake0"))
+            diff = [k for k in ref if k not in got or not (ref[k] == got[k]).all()]
+            if diff:
+                problems.append(f"{name} {vname}: step-2 gradients differ from train's in {len(diff)} tensors ({diff[:3]})")
+    if problems or not seen:
+        raise SystemExit("FAIL 9a: " + ("; ".join(problems) or "no sample has a convolution"))
+    print(f"ok 9a: {seen} sample programs convolve through the (fake) cuDNN only; each policy's gradients are train's bits")
+
+
+def conv_zoo(path, case):
+    """One of check_conv_geometries' models: a few convolutions, then GlobalAveragePool -> logits (N, 8)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(2)
+    inits, nodes = [], []
+
+    def conv(x, y, cin, cout, k, **attrs):
+        w = f"w_{y}"
+        g = attrs.get("group", 1)
+        inits.append(numpy_helper.from_array((rng.standard_normal((cout, cin // g, *k)) / np.sqrt(cin // g * np.prod(k))).astype(np.float32), w))
+        ins = [x, w]
+        if attrs.pop("bias", False):
+            inits.append(numpy_helper.from_array((rng.standard_normal(cout) / 10).astype(np.float32), f"b_{y}"))
+            ins.append(f"b_{y}")
+        nodes.append(helper.make_node("Conv", ins, [y], name=f"/{y}/Conv", kernel_shape=list(k), **attrs))
+
+    if case == "2d":  # grouped with a bias, dilated and strided, then asymmetric padding (im2col)
+        shape = [4, 8, 9, 9]
+        conv("x", "c0", 8, 8, (3, 3), pads=[1, 1, 1, 1], group=2, bias=True)
+        nodes.append(helper.make_node("Relu", ["c0"], ["r0"], name="/r0/Relu"))
+        conv("r0", "c1", 8, 8, (3, 3), pads=[2, 2, 2, 2], dilations=[2, 2], strides=[2, 2])
+        conv("c1", "c2", 8, 8, (2, 2), pads=[0, 0, 1, 1])
+        last = "c2"
+    elif case == "1d":
+        shape = [4, 6, 17]
+        conv("x", "c0", 6, 8, (5,), pads=[2, 2], strides=[2], bias=True)
+        last = "c0"
+    else:
+        shape = [2, 4, 5, 6, 7]
+        conv("x", "c0", 4, 8, (3, 3, 3), pads=[1, 1, 1, 1, 1, 1], bias=True)
+        last = "c0"
+    nodes.append(helper.make_node("GlobalAveragePool", [last], ["p"], name="/pool/GlobalAveragePool"))
+    nodes.append(helper.make_node("Flatten", ["p"], ["logits"], name="/Flatten"))
+    g = helper.make_graph(nodes, f"conv_{case}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [shape[0], 8])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def check_conv_geometries(ckptc, work, env):
+    """9b. convolution geometries through the (fake) cuDNN, and the one it cannot take."""
+    said = []
+    for case in ("2d", "1d", "3d"):
+        model = os.path.join(work, f"conv_{case}.onnx")
+        conv_zoo(model, case)
+        d = os.path.join(work, f"conv-{case}")
+        run([ckptc, model, "--optimizer=sgd", "-o", d])
+        run(["make", "-s", "-C", d])
+        reps, params = {}, {}
+        for dev, e in (("cpu", None), ("cuda", env)):
+            rep = os.path.join(d, f"report-{dev}.json")
+            run([os.path.join(d, "trainer"), "--device", dev, "--steps", "2", "--report", rep, "--dump-params",
+                 os.path.join(d, f"params-{dev}")], e)
+            reps[dev], params[dev] = json.load(open(rep)), npys(os.path.join(d, f"params-{dev}"))
+        cu, im = conv_calls(os.path.join(d, "report-cuda.json"))
+        le = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(reps["cuda"]["losses"], reps["cpu"]["losses"]))
+        pe = max(rel(params["cuda"][k], v) for k, v in params["cpu"].items()) if set(params["cuda"]) == set(params["cpu"]) else 1.0
+        want_im = 3 if case == "2d" else 0  # the asymmetric one: forward, data and weight gradient
+        rg = reps["cuda"]
+        if (le > TOL or pe > TOL or cu == 0 or im != want_im * 2 or rg["planned_peak_bytes"] != rg["measured_peak_bytes"]):
+            raise SystemExit(f"FAIL 9b: conv {case}: losses {le:.1e}, parameters {pe:.1e} from the CPU's; {cu} cuDNN calls, {im} "
+                             f"im2col (expected {want_im * 2}); planned {rg['planned_peak_bytes']} measured {rg['measured_peak_bytes']}")
+        said.append(f"{case}: {cu} cuDNN + {im} im2col calls, within {max(le, pe):.1e}")
+    print("ok 9b: " + "; ".join(said))
 
 
 def big_mlp(path, batch, width, layers):
@@ -190,7 +327,7 @@ def small_convnet(path, batch):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
-def check_batched_conv(ckptc, work, env):
+def check_batched_conv(ckptc, work, env, cudnn):
     """8. convolutions whose images the CPU batches (a larger planned workspace; the GPU path runs one
     image at a time and clears the rest of it) give the CPU's results, planned == measured on both
     devices. (In this model the workspace is never the arena's top, so the clearing itself is not
@@ -202,23 +339,32 @@ def check_batched_conv(ckptc, work, env):
     run(["make", "-s", "-C", d])
     prog = os.path.join(d, "trainer")
     reps = {}
-    for dev, e in (("cpu", None), ("cuda", env)):
+    runs = [("cpu", None), ("cuda", dict(env, CKRT_CUDNN="0"))] + ([("cuda-cudnn", env)] if cudnn else [])
+    for dev, e in runs:
         rep = os.path.join(d, f"report-{dev}.json")
-        run([prog, "--device", dev, "--steps", "2", "--report", rep, "--dump-params", os.path.join(d, f"params-{dev}")], e)
+        run([prog, "--device", dev.split("-")[0], "--steps", "2", "--report", rep, "--dump-params", os.path.join(d, f"params-{dev}")], e)
         reps[dev] = json.load(open(rep))
-    problems = []
+    problems, said = [], []
     for dev, rg in reps.items():
         if rg["measured_peak_bytes"] != rg["planned_peak_bytes"]:
             problems.append(f"{dev}: measured {rg['measured_peak_bytes']} != planned {rg['planned_peak_bytes']}")
-    le = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(reps["cuda"]["losses"], reps["cpu"]["losses"]))
-    ref, got = npys(os.path.join(d, "params-cpu")), npys(os.path.join(d, "params-cuda"))
-    pe = max(rel(got[k], v) for k, v in ref.items()) if set(got) == set(ref) else float("inf")
-    if le > TOL or pe > TOL:
-        problems.append(f"losses differ by {le:.1e}, parameters by {pe:.1e} (relative)")
+    ref = npys(os.path.join(d, "params-cpu"))
+    for dev in reps:
+        if dev == "cpu":
+            continue
+        cu, im = conv_calls(os.path.join(d, f"report-{dev}.json"))
+        if (cu > 0) != (dev == "cuda-cudnn") or (im > 0) != (dev == "cuda"):
+            problems.append(f"{dev}: {cu} convolution calls through cuDNN, {im} by im2col")
+        le = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(reps[dev]["losses"], reps["cpu"]["losses"]))
+        got = npys(os.path.join(d, f"params-{dev}"))
+        pe = max(rel(got[k], v) for k, v in ref.items()) if set(got) == set(ref) else float("inf")
+        if le > TOL or pe > TOL:
+            problems.append(f"{dev}: losses differ by {le:.1e}, parameters by {pe:.1e} (relative)")
+        said.append(f"{dev}: losses within {le:.1e}, parameters within {pe:.1e}")
     if problems:
         raise SystemExit("FAIL 8: " + "; ".join(problems))
-    print(f"ok 8: batched convolutions: planned == measured on both devices ({reps['cpu']['planned_peak_bytes']} bytes), "
-          f"losses within {le:.1e}, parameters within {pe:.1e} of the CPU's")
+    print(f"ok 8: batched convolutions: planned == measured on every device ({reps['cpu']['planned_peak_bytes']} bytes); "
+          + "; ".join(said) + " of the CPU's")
 
 
 def check_host_memory(ckptc, work, env):

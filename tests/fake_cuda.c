@@ -37,6 +37,9 @@
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <nvrtc.h>
+#ifdef FAKE_CUDNN
+#include <cudnn.h>
+#endif
 
 #include <cblas.h>
 #include <dlfcn.h>
@@ -130,7 +133,7 @@ struct CUfunc_st {
     size_t sizes[MAX_ARGS];
 };
 
-enum { OP_KERNEL, OP_GEMM, OP_COPY, OP_MEMSET, OP_RECORD, OP_WAIT };
+enum { OP_KERNEL, OP_GEMM, OP_COPY, OP_MEMSET, OP_RECORD, OP_WAIT, OP_CONV };
 typedef struct op {
     int kind;
     struct CUfunc_st *f;
@@ -145,6 +148,7 @@ typedef struct op {
     struct CUstream_st *dep; /* OP_WAIT: runnable once dep has run dep_pos ops */
     uint64_t dep_pos;
     struct { int ta, tb, m, n, k, lda, ldb, ldc, batch; float alpha, beta; long long sa, sb, sc; const float *a, *b; float *c; } g;
+    struct fake_conv *cv; /* OP_CONV */
 } op;
 
 struct CUstream_st {
@@ -209,6 +213,9 @@ static void advance(struct CUstream_st *s, uint64_t pos) {
 }
 
 static void launch(op *o);
+#ifdef FAKE_CUDNN
+static void conv_exec(const struct fake_conv *o);
+#endif
 
 static void run_one(struct CUstream_st *s) {
     op o = s->q[s->done % s->cap];
@@ -225,6 +232,12 @@ static void run_one(struct CUstream_st *s) {
     case OP_MEMSET: memset(o.dst, o.value, o.bytes); break;
     case OP_RECORD: o.ev->tick = ++F.clock; break;
     case OP_WAIT: break;
+    case OP_CONV:
+#ifdef FAKE_CUDNN
+        conv_exec(o.cv);
+#endif
+        free(o.cv);
+        break;
     }
     F.clock++;
 }
@@ -642,6 +655,240 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          long long sb, const float *beta, float *c, int ldc, long long sc, int batch) {
     return gemm(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
 }
+
+/* ---------------------------------------------------------------- cuDNN (convolutions)
+ *
+ * The backend's legacy convolution calls, with cudnn.h's prototypes. A convolution is a direct
+ * loop summed in double (so it agrees with the CPU within the test's tolerance), enqueued on the
+ * handle's stream like a GEMM. The heuristics offer, fastest first: a non-deterministic algorithm
+ * (0, no workspace), a deterministic one wanting more workspace than any plan gives (1), a
+ * deterministic one with FMA math wanting half a column matrix (2; none for a 1x1 convolution),
+ * and a TF32 tensor-op one (3): the backend must take 2. A run checks the descriptors against
+ * each other, the algorithm, that the workspace is device memory of at least the algorithm's
+ * size, and scribbles over all of it (a plan that gave it less would be caught). */
+#ifdef FAKE_CUDNN
+struct cudnnContext { CUstream stream; };
+struct cudnnTensorStruct { int nd, dims[5], strides[5]; };
+struct cudnnFilterStruct { int nd, dims[5]; };
+struct cudnnConvolutionStruct { int nsp, pad[3], st[3], dl[3], group, math; };
+typedef struct fake_conv {
+    int kind, N, C, M, group, nsp, in[3], out[3], k[3], pad[3], st[3], dl[3];
+    float alpha, beta;
+    const float *a, *b;
+    float *out_p;
+} fake_conv;
+
+size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
+const char *cudnnGetErrorString(cudnnStatus_t s) { return s == CUDNN_STATUS_SUCCESS ? "CUDNN_STATUS_SUCCESS" : "a fake cuDNN error"; }
+cudnnStatus_t cudnnCreate(cudnnHandle_t *h) {
+    init_once();
+    *h = calloc(1, sizeof **h);
+    return *h ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
+}
+cudnnStatus_t cudnnDestroy(cudnnHandle_t h) { free(h); return CUDNN_STATUS_SUCCESS; }
+cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t s) { h->stream = (CUstream)s; return CUDNN_STATUS_SUCCESS; }
+#define FAKE_DESC_(T, create, destroy)                                                                     \
+    cudnnStatus_t create(T *d) { *d = calloc(1, sizeof **d); return *d ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED; } \
+    cudnnStatus_t destroy(T d) { free(d); return CUDNN_STATUS_SUCCESS; }
+FAKE_DESC_(cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor)
+FAKE_DESC_(cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor)
+FAKE_DESC_(cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor)
+
+cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataType_t t, int nd, const int dims[], const int strides[]) {
+    if (t != CUDNN_DATA_FLOAT || nd < 4 || nd > 5) return CUDNN_STATUS_BAD_PARAM;
+    d->nd = nd;
+    for (int i = 0; i < nd; i++) d->dims[i] = dims[i], d->strides[i] = strides[i];
+    for (int i = nd - 1, s = 1; i >= 0; s *= dims[i], i--)
+        if (strides[i] != s) {
+            say("cudnnSetTensorNdDescriptor: strides are not packed NCHW (axis %d: %d, expected %d)", i, strides[i], s);
+            return CUDNN_STATUS_NOT_SUPPORTED;
+        }
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t t, cudnnTensorFormat_t f, int nd, const int dims[]) {
+    if (t != CUDNN_DATA_FLOAT || f != CUDNN_TENSOR_NCHW || nd < 4 || nd > 5) return CUDNN_STATUS_BAD_PARAM;
+    d->nd = nd;
+    for (int i = 0; i < nd; i++) d->dims[i] = dims[i];
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnSetConvolutionNdDescriptor(cudnnConvolutionDescriptor_t d, int n, const int pad[], const int st[], const int dl[],
+                                              cudnnConvolutionMode_t mode, cudnnDataType_t t) {
+    if (n < 2 || n > 3 || mode != CUDNN_CROSS_CORRELATION || t != CUDNN_DATA_FLOAT) return CUDNN_STATUS_BAD_PARAM;
+    d->nsp = n, d->group = 1;
+    for (int i = 0; i < n; i++) {
+        if (pad[i] < 0 || st[i] < 1 || dl[i] < 1) return CUDNN_STATUS_BAD_PARAM;
+        d->pad[i] = pad[i], d->st[i] = st[i], d->dl[i] = dl[i];
+    }
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int g) { d->group = g; return g >= 1 ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM; }
+cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t m) { d->math = (int)m; return CUDNN_STATUS_SUCCESS; }
+
+/* The descriptors as one convolution: 0 when they do not agree (said on stderr). */
+static int conv_of(cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t cv, cudnnTensorDescriptor_t y,
+                   fake_conv *o) {
+    memset(o, 0, sizeof *o);
+    if (x->nd != y->nd || x->nd != w->nd || cv->nsp != x->nd - 2 || x->dims[0] != y->dims[0] || w->dims[0] != y->dims[1] ||
+        x->dims[1] % cv->group || y->dims[1] % cv->group || w->dims[1] * cv->group != x->dims[1]) {
+        say("convolution descriptors disagree (x %dD C=%d, w %d/%d, y %dD M=%d, group %d)", x->nd, x->dims[1], w->dims[0], w->dims[1],
+            y->nd, y->dims[1], cv->group);
+        return 0;
+    }
+    o->N = x->dims[0], o->C = x->dims[1], o->M = y->dims[1], o->group = cv->group, o->nsp = cv->nsp;
+    for (int d = 0; d < cv->nsp; d++) {
+        o->in[d] = x->dims[2 + d], o->out[d] = y->dims[2 + d], o->k[d] = w->dims[2 + d];
+        o->pad[d] = cv->pad[d], o->st[d] = cv->st[d], o->dl[d] = cv->dl[d];
+        int want = (o->in[d] + 2 * o->pad[d] - o->dl[d] * (o->k[d] - 1) - 1) / o->st[d] + 1;
+        if (want != o->out[d]) {
+            say("convolution output axis %d is %d; the descriptors give %d", d, o->out[d], want);
+            return 0;
+        }
+    }
+    return 1;
+}
+cudnnStatus_t cudnnGetConvolutionNdForwardOutputDim(const cudnnConvolutionDescriptor_t cv, const cudnnTensorDescriptor_t x,
+                                                    const cudnnFilterDescriptor_t w, int nd, int out[]) {
+    if (nd != x->nd || nd != w->nd || cv->nsp != nd - 2 || w->dims[1] * cv->group != x->dims[1]) return CUDNN_STATUS_BAD_PARAM;
+    out[0] = x->dims[0], out[1] = w->dims[0];
+    for (int d = 0; d < cv->nsp; d++)
+        out[2 + d] = (x->dims[2 + d] + 2 * cv->pad[d] - cv->dl[d] * (w->dims[2 + d] - 1) - 1) / cv->st[d] + 1;
+    return CUDNN_STATUS_SUCCESS;
+}
+static size_t half_column(const fake_conv *o) {
+    size_t taps = 1, out = 1;
+    for (int d = 0; d < o->nsp; d++) taps *= (size_t)o->k[d], out *= (size_t)o->out[d];
+    return taps == 1 ? 0 : (size_t)(o->C / o->group) * taps * out * 2;
+}
+#define FAKE_PERF_(perf, o)                                                                                  \
+    do {                                                                                                     \
+        size_t half_ = half_column(&o);                                                                     \
+        int n = requested < 4 ? requested : 4;                                                               \
+        for (int i = 0; i < n; i++) {                                                                        \
+            memset(&perf[i], 0, sizeof perf[i]);                                                             \
+            perf[i].algo = i, perf[i].status = CUDNN_STATUS_SUCCESS, perf[i].mathType = CUDNN_FMA_MATH;      \
+            perf[i].determinism = i == 0 ? CUDNN_NON_DETERMINISTIC : CUDNN_DETERMINISTIC;                     \
+            perf[i].memory = i == 1 ? ((size_t)1 << 40) : i == 2 ? half_ : 0;                                  \
+            if (i == 3) perf[i].mathType = CUDNN_TENSOR_OP_MATH;                                             \
+        }                                                                                                    \
+        *returned = n;                                                                                       \
+    } while (0)
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
+                                                     const cudnnConvolutionDescriptor_t cv, const cudnnTensorDescriptor_t y,
+                                                     const int requested, int *returned, cudnnConvolutionFwdAlgoPerf_t *perf) {
+    fake_conv o;
+    (void)h;
+    if (!conv_of(x, w, cv, y, &o)) return CUDNN_STATUS_BAD_PARAM;
+    FAKE_PERF_(perf, o);
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t h, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
+                                                          const cudnnConvolutionDescriptor_t cv, const cudnnTensorDescriptor_t dx,
+                                                          const int requested, int *returned, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
+    fake_conv o;
+    (void)h;
+    if (!conv_of(dx, w, cv, dy, &o)) return CUDNN_STATUS_BAD_PARAM;
+    FAKE_PERF_(perf, o);
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
+                                                            const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t cv,
+                                                            const cudnnFilterDescriptor_t dw, const int requested, int *returned,
+                                                            cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
+    fake_conv o;
+    (void)h;
+    if (!conv_of(x, dw, cv, dy, &o)) return CUDNN_STATUS_BAD_PARAM;
+    FAKE_PERF_(perf, o);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* Checks a run and enqueues it; kind 0 forward, 1 data gradient, 2 weight gradient. */
+static cudnnStatus_t conv_run(cudnnHandle_t h, int kind, fake_conv *o, int algo, void *ws, size_t ws_bytes, int math, const void *alpha,
+                              const void *beta, const float *a, const float *b, float *out) {
+    if (algo != 2 || math != CUDNN_FMA_MATH) {
+        say("a convolution with algorithm %d, math %d: not the deterministic FMA one the heuristics offered (2)", algo, math);
+        return CUDNN_STATUS_BAD_PARAM;
+    }
+    size_t need = half_column(o);
+    if (ws_bytes < need || (need && (!ws || !is_device((CUdeviceptr)(uintptr_t)ws, ws_bytes)))) {
+        say("a convolution's workspace %p of %zu bytes: algorithm 2 needs %zu of device memory", ws, ws_bytes, need);
+        return CUDNN_STATUS_BAD_PARAM;
+    }
+    if (!is_device((CUdeviceptr)(uintptr_t)a, 4) || !is_device((CUdeviceptr)(uintptr_t)b, 4) || !is_device((CUdeviceptr)(uintptr_t)out, 4)) {
+        say("convolution operands %p %p %p: not all in device memory", (const void *)a, (const void *)b, (void *)out);
+        return CUDNN_STATUS_BAD_PARAM;
+    }
+    o->kind = kind, o->alpha = *(const float *)alpha, o->beta = *(const float *)beta, o->a = a, o->b = b, o->out_p = out;
+    fake_conv *keep = malloc(sizeof *keep);
+    if (!keep) return CUDNN_STATUS_ALLOC_FAILED;
+    *keep = *o;
+    op q = {.kind = OP_CONV, .cv = keep};
+    if (need) enqueue(h->stream, (op){.kind = OP_MEMSET, .dst = ws, .bytes = need, .value = 0x5c}); /* it uses its workspace */
+    enqueue(h->stream, q);
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
+                                      const cudnnFilterDescriptor_t wd, const void *w, const cudnnConvolutionDescriptor_t cv,
+                                      cudnnConvolutionFwdAlgo_t algo, void *ws, size_t ws_bytes, const void *beta,
+                                      const cudnnTensorDescriptor_t yd, void *y) {
+    fake_conv o;
+    if (!conv_of(xd, wd, cv, yd, &o)) return CUDNN_STATUS_BAD_PARAM;
+    return conv_run(h, 0, &o, (int)algo, ws, ws_bytes, cv->math, alpha, beta, x, w, y);
+}
+cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, const cudnnFilterDescriptor_t wd, const void *w,
+                                           const cudnnTensorDescriptor_t dyd, const void *dy, const cudnnConvolutionDescriptor_t cv,
+                                           cudnnConvolutionBwdDataAlgo_t algo, void *ws, size_t ws_bytes, const void *beta,
+                                           const cudnnTensorDescriptor_t dxd, void *dx) {
+    fake_conv o;
+    if (!conv_of(dxd, wd, cv, dyd, &o)) return CUDNN_STATUS_BAD_PARAM;
+    return conv_run(h, 1, &o, (int)algo, ws, ws_bytes, cv->math, alpha, beta, dy, w, dx);
+}
+cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
+                                             const cudnnTensorDescriptor_t dyd, const void *dy, const cudnnConvolutionDescriptor_t cv,
+                                             cudnnConvolutionBwdFilterAlgo_t algo, void *ws, size_t ws_bytes, const void *beta,
+                                             const cudnnFilterDescriptor_t dwd, void *dw) {
+    fake_conv o;
+    if (!conv_of(xd, dwd, cv, dyd, &o)) return CUDNN_STATUS_BAD_PARAM;
+    return conv_run(h, 2, &o, (int)algo, ws, ws_bytes, cv->math, alpha, beta, dy, x, dw);
+}
+
+/* The convolution itself: every (image, output channel, output position, input channel, tap)
+ * product, added into the output, the input gradient or the weight gradient. */
+static void conv_exec(const fake_conv *o) {
+    int in_n = 1, out_n = 1, taps = 1, Cg = o->C / o->group, Mg = o->M / o->group;
+    for (int d = 0; d < o->nsp; d++) in_n *= o->in[d], out_n *= o->out[d], taps *= o->k[d];
+    size_t n_out = o->kind == 0 ? (size_t)o->N * o->M * out_n : o->kind == 1 ? (size_t)o->N * o->C * in_n : (size_t)o->M * Cg * taps;
+    double *acc = calloc(n_out, sizeof *acc);
+    if (!acc) abort();
+    for (int n = 0; n < o->N; n++)
+        for (int m = 0; m < o->M; m++) {
+            int gi = m / Mg;
+            for (int p = 0; p < out_n; p++)
+                for (int t = 0; t < taps; t++) {
+                    int at = 0, inside = 1;
+                    for (int d = 0, pr = p, tr = t, pstride = out_n, tstride = taps; d < o->nsp; d++) {
+                        pstride /= o->out[d], tstride /= o->k[d];
+                        int pd = pr / pstride, td = tr / tstride;
+                        pr %= pstride, tr %= tstride;
+                        int i = pd * o->st[d] - o->pad[d] + td * o->dl[d];
+                        inside = inside && i >= 0 && i < o->in[d];
+                        at = at * o->in[d] + i;
+                    }
+                    if (!inside) continue;
+                    for (int cc = 0; cc < Cg; cc++) {
+                        int ch = gi * Cg + cc;
+                        size_t yi = ((size_t)n * o->M + m) * out_n + p, xi = ((size_t)n * o->C + ch) * in_n + at,
+                               wi = ((size_t)m * Cg + cc) * taps + t;
+                        if (o->kind == 0) acc[yi] += (double)o->a[xi] * o->b[wi];         /* a x, b w */
+                        else if (o->kind == 1) acc[xi] += (double)o->a[yi] * o->b[wi];    /* a dy, b w */
+                        else acc[wi] += (double)o->a[yi] * o->b[xi];                      /* a dy, b x */
+                    }
+                }
+        }
+    for (size_t i = 0; i < n_out; i++)
+        o->out_p[i] = (float)(o->alpha * acc[i]) + (o->beta != 0.0f ? o->beta * o->out_p[i] : 0.0f);
+    free(acc);
+}
+#endif
 
 /* ---------------------------------------------------------------- NVRTC */
 

@@ -159,7 +159,8 @@ def run_ckptc(ckptc, models_dir, work, name, variant, flags, device, steps, warm
     if dev:
         r.update(device_used_bytes=dev["used_bytes_context_included"], copy_ms=dev["copy_ms"],
                  copy_exposed_ms=dev["copy_exposed_ms"], copy_bytes=dev["copy_bytes"], nvrtc_ms=dev["nvrtc_ms"],
-                 kernel_cache_hit=dev["kernel_cache_hit"], gpu=dev["name"])
+                 kernel_cache_hit=dev["kernel_cache_hit"], gpu=dev["name"], conv_cudnn_calls=dev.get("conv_cudnn_calls"),
+                 conv_im2col_calls=dev.get("conv_im2col_calls"))
     return r
 
 

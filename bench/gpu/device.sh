@@ -43,7 +43,7 @@ export PYTHON=$PY PYTHONUNBUFFERED=1
 # NVRTC and cuBLAS (major 13): the toolkit's folder, else the pip wheels PyTorch brought
 find_lib() {
     for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib $("${PYTHON:-python3}" -c 'import site
-for p in site.getsitepackages(): print(p + "/nvidia/cu13/lib"); print(p + "/nvidia/cuda_nvrtc/lib"); print(p + "/nvidia/cublas/lib")' 2>/dev/null); do
+for p in site.getsitepackages(): print(p + "/nvidia/cu13/lib"); print(p + "/nvidia/cuda_nvrtc/lib"); print(p + "/nvidia/cublas/lib"); print(p + "/nvidia/cudnn/lib")' 2>/dev/null); do
         [ -e "$d/$1" ] && { echo "$d"; return; }
     done
     ldconfig -p | awk -v n="$1" '$1 == n { sub("/[^/]*$", "", $NF); print $NF; exit }'
@@ -53,6 +53,10 @@ cb=$(find_lib libcublas.so.13)
 echo "NVRTC in ${nv:-(not found)}; cuBLAS in ${cb:-(not found)}; driver: $(ldconfig -p | grep -m1 'libcuda.so.1 ' | sed 's/.*=> //')"
 [ -n "$nv" ] && [ -z "${CKRT_CUDA_LIBDIR:-}" ] && export CKRT_CUDA_LIBDIR=$nv # (a preset one wins)
 [ -n "$cb" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$cb
+# cuDNN (major 9) for the convolutions: the toolkit's, else PyTorch's wheel (CKRT_CUDNN names it)
+dn=$(find_lib libcudnn.so.9)
+echo "cuDNN in ${dn:-(not found: convolutions by im2col + cuBLAS)}"
+[ -n "$dn" ] && [ -z "${CKRT_CUDNN:-}" ] && export CKRT_CUDNN=$dn/libcudnn.so.9 LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$dn
 "$K/build/ckptc" --version || { echo "device.sh: ckptc does not start here (above)"; exit 2; }
 
 status=0
