@@ -181,7 +181,7 @@ def check_real_cudnn(work, env, fake, progs):
     if "CKRT_CUDNN=" not in r.stderr or "cannot load it" not in r.stderr:
         raise SystemExit(f"FAIL 10: CKRT_CUDNN naming a missing library should stop the program saying so: {r.stderr!r}")
     menv = dict(env, CKRT_CUDNN=real)  # the fake driver, cuBLAS and NVRTC; the real cuDNN
-    dirs = [progs[k] for k in progs if k[0] == "resnet"] + [os.path.join(work, f"conv-{c}") for c in ("2d", "1d", "3d")]
+    dirs = [progs[k] for k in progs if k[0] == "resnet"] + [os.path.join(work, f"conv-{c}") for c in ("2d", "dw", "1d", "3d")]
     for d in dirs:
         rep = os.path.join(d, "report-realcudnn.json")
         r = run([os.path.join(d, "trainer"), "--device", "cuda", "--steps", "1", "--report", rep], menv, expect=None)
@@ -245,6 +245,12 @@ def conv_zoo(path, case):
         conv("r0", "c1", 8, 8, (3, 3), pads=[2, 2, 2, 2], dilations=[2, 2], strides=[2, 2])
         conv("c1", "c2", 8, 8, (2, 2), pads=[0, 0, 1, 1])
         last = "c2"
+    elif case == "dw":  # depthwise (group = channels), strided, then a pointwise one (MobileNet's pair)
+        shape = [4, 8, 9, 9]
+        conv("x", "c0", 8, 8, (3, 3), pads=[1, 1, 1, 1], strides=[2, 2], group=8)
+        nodes.append(helper.make_node("Relu", ["c0"], ["r0"], name="/r0/Relu"))
+        conv("r0", "c1", 8, 8, (1, 1), bias=True)
+        last = "c1"
     elif case == "1d":
         shape = [4, 6, 17]
         conv("x", "c0", 6, 8, (5,), pads=[2, 2], strides=[2], bias=True)
@@ -263,7 +269,7 @@ def conv_zoo(path, case):
 def check_conv_geometries(ckptc, work, env):
     """9b. convolution geometries through the (fake) cuDNN, and the one it cannot take."""
     said = []
-    for case in ("2d", "1d", "3d"):
+    for case in ("2d", "dw", "1d", "3d"):
         model = os.path.join(work, f"conv_{case}.onnx")
         conv_zoo(model, case)
         d = os.path.join(work, f"conv-{case}")
@@ -272,16 +278,16 @@ def check_conv_geometries(ckptc, work, env):
         reps, params = {}, {}
         for dev, e in (("cpu", None), ("cuda", env)):
             rep = os.path.join(d, f"report-{dev}.json")
-            run([os.path.join(d, "trainer"), "--device", dev, "--steps", "2", "--report", rep, "--dump-params",
-                 os.path.join(d, f"params-{dev}")], e)
-            reps[dev], params[dev] = json.load(open(rep)), npys(os.path.join(d, f"params-{dev}"))
+            run([os.path.join(d, "trainer"), "--device", dev, "--steps", "2", "--report", rep, "--dump-grads",
+                 os.path.join(d, f"grads-{dev}")], e)
+            reps[dev], params[dev] = json.load(open(rep)), npys(os.path.join(d, f"grads-{dev}"))
         cu, im = conv_calls(os.path.join(d, "report-cuda.json"))
         le = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(reps["cuda"]["losses"], reps["cpu"]["losses"]))
         pe = max(rel(params["cuda"][k], v) for k, v in params["cpu"].items()) if set(params["cuda"]) == set(params["cpu"]) else 1.0
         want_im = 3 if case == "2d" else 0  # the asymmetric one: forward, data and weight gradient
         rg = reps["cuda"]
         if (le > TOL or pe > TOL or cu == 0 or im != want_im * 2 or rg["planned_peak_bytes"] != rg["measured_peak_bytes"]):
-            raise SystemExit(f"FAIL 9b: conv {case}: losses {le:.1e}, parameters {pe:.1e} from the CPU's; {cu} cuDNN calls, {im} "
+            raise SystemExit(f"FAIL 9b: conv {case}: losses {le:.1e}, step-2 gradients {pe:.1e} from the CPU's; {cu} cuDNN calls, {im} "
                              f"im2col (expected {want_im * 2}); planned {rg['planned_peak_bytes']} measured {rg['measured_peak_bytes']}")
         said.append(f"{case}: {cu} cuDNN + {im} im2col calls, within {max(le, pe):.1e}")
     print("ok 9b: " + "; ".join(said))
