@@ -9,9 +9,11 @@
  * then columns, ascending: tap order), so every result is bit for bit the generic one: max keeps
  * the first maximum (v > best, NaN never replaces), average sums in tap order and divides by the
  * same count (product of the per-axis counts, as ck_k_pool_divisor), and the gradient adds onto
- * dx in ascending window order. Max windows inside the input along the last axis go up to 64
- * output columns at a time (row_max: the same fold per column, the columns in vector lanes; the
- * gradient finds each maximum's first tap by value, first_tap_of, and adds in column order).
+ * dx in ascending window order. In the forward, max windows inside the input along the last axis
+ * go up to 64 output columns at a time (row_max: the same fold per column, the columns in vector
+ * lanes). The gradient folds those windows one at a time without bounds checks and adds at once:
+ * on ResNet-18's 3x3/s2 pool (1024 planes of 32x32) that is 2.1x faster than folding them in
+ * lanes and then finding each maximum's tap again by its value (2.7 vs 5.6 ms, one thread).
  * Image planes (n, c) are independent: they are spread over the pool in fixed blocks, which
  * changes no sum.
  */
@@ -118,21 +120,6 @@ CK_VEC static void row_max_any(const float *img, int64_t W, axis_win h, int64_t 
     else row_max(img, W, h, dh, kw, dw, sw, pbw, ow0, n, best, at);
 }
 
-/* Where window_max's fold found best, in a window whose columns from col lie inside the input:
- * the first tap in tap order holding best (the fold keeps the first maximum, and no earlier tap
- * equals it), or the first tap when best is a NaN (only a first tap's NaN survives the fold). */
-static inline int64_t first_tap_of(const float *img, int64_t W, axis_win h, int64_t dh, int64_t kw, int64_t dw, int64_t col,
-                                   float best) {
-    int64_t first = (h.base + h.t0 * dh) * W + col;
-    if (best != best) return first;
-    for (int64_t th = h.t0; th < h.t1; th++)
-        for (int64_t tw = 0; tw < kw; tw++) {
-            int64_t o = (h.base + th * dh) * W + col + tw * dw;
-            if (img[o] == best) return o;
-        }
-    return first; /* not reached: best is one of the taps */
-}
-
 /* The output columns [*lo, *hi) whose windows lie inside the input along the last axis. */
 static void inner_columns(const pool2d_job *j, int64_t *lo, int64_t *hi) {
     int64_t W = j->in_sp[1], OW = j->out_sp[1], kw = j->k[1], sw = j->st[1], pb = j->pb[1], dw = j->dl[1];
@@ -186,8 +173,7 @@ CK_VEC static void pool_planes(void *arg, int64_t p0, int64_t p1) {
 CK_VEC static void pool_grad_planes(void *arg, int64_t p0, int64_t p1) {
     const pool2d_job *j = arg;
     int64_t W = j->in_sp[1], in_n = j->in_sp[0] * W, OH = j->out_sp[0], OW = j->out_sp[1], dh = j->dl[0], dw = j->dl[1];
-    int64_t lo, hi;
-    float run_best[POOL_LANES];
+    int64_t kw = j->k[1], sw = j->st[1], lo, hi;
     inner_columns(j, &lo, &hi);
     for (int64_t p = p0; p < p1; p++) {
         const float *img = j->x + p * in_n, *dy = j->dy + p * OH * OW;
@@ -197,13 +183,18 @@ CK_VEC static void pool_grad_planes(void *arg, int64_t p0, int64_t p1) {
             axis_win h = axis_window(oh, j->k[0], j->st[0], j->pb[0], j->pe[0], dh, j->in_sp[0]);
             bool fast = j->kind == CKRT_POOL_MAX && h.t1 > h.t0;
             for (int64_t ow = 0; ow < OW; ow++) {
-                if (fast && ow >= lo && ow < hi) { /* the maxima of a run of inner columns, then their adds in order */
-                    int64_t n = hi - ow < POOL_LANES ? hi - ow : POOL_LANES;
-                    row_max_any(img, W, h, dh, j->k[1], dw, j->st[1], j->pb[1], ow, n, run_best, NULL);
-                    for (int64_t c = 0; c < n; c++)
-                        d[first_tap_of(img, W, h, dh, j->k[1], dw, (ow + c) * j->st[1] - j->pb[1], run_best[c])] +=
-                            dy[oh * OW + ow + c];
-                    ow += n - 1;
+                if (fast && ow >= lo && ow < hi) { /* inner columns: window_max's fold without the bounds */
+                    for (; ow < hi; ow++) {
+                        int64_t col = ow * sw - j->pb[1], at = (h.base + h.t0 * dh) * W + col;
+                        float b = img[at];
+                        for (int64_t th = h.t0; th < h.t1; th++) {
+                            int64_t r = (h.base + th * dh) * W + col;
+                            for (int64_t tw = th == h.t0 ? 1 : 0; tw < kw; tw++)
+                                if (img[r + tw * dw] > b) b = img[r + tw * dw], at = r + tw * dw;
+                        }
+                        d[at] += dy[oh * OW + ow];
+                    }
+                    ow = hi - 1;
                     continue;
                 }
                 axis_win w = axis_window(ow, j->k[1], j->st[1], j->pb[1], j->pe[1], dw, W);
