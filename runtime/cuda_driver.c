@@ -630,7 +630,8 @@ ckrt_dptr ckrt_cu_scratch(ckrt_ctx *c, int64_t *bytes) {
     X(cudnnGetConvolutionBackwardDataAlgorithm_v7) X(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                   \
     X(cudnnConvolutionForward) X(cudnnConvolutionBackwardData) X(cudnnConvolutionBackwardFilter)                    \
     X(cudnnDestroyTensorDescriptor) X(cudnnDestroyFilterDescriptor) X(cudnnDestroyConvolutionDescriptor)            \
-    X(cudnnGetConvolutionNdForwardOutputDim)
+    X(cudnnGetConvolutionNdForwardOutputDim) X(cudnnGetConvolutionForwardWorkspaceSize)                              \
+    X(cudnnGetConvolutionBackwardDataWorkspaceSize) X(cudnnGetConvolutionBackwardFilterWorkspaceSize)
 static struct {
     void *lib;
 #define CK_DNN_MEMBER_(f) __typeof__(f) *f;
@@ -648,7 +649,6 @@ static struct {
             return ckrt_fail(c, CKRT_ERR_INTERNAL, "%s failed: %s", #f, D.cudnnGetErrorString(ck_d_));    \
     } while (0)
 
-enum { MAX_CONV_GEOMS = 1024 };
 typedef struct dnn_geom {
     int kind, nsp, usable, algo;
     int64_t N, C, M, group, bound, in_sp[3], out_sp[3], k[3], st[3], pb[3], dl[3];
@@ -658,7 +658,7 @@ typedef struct dnn_geom {
     cudnnConvolutionDescriptor_t conv;
 } dnn_geom;
 static dnn_geom *dnn_geoms;
-static int n_dnn_geoms;
+static int n_dnn_geoms, cap_dnn_geoms, dnn_warned;
 
 static int cudnn_set_stream(ckrt_ctx *c);
 
@@ -721,7 +721,7 @@ static void close_cudnn(void) {
         if (e->conv) D.cudnnDestroyConvolutionDescriptor(e->conv);
     }
     free(dnn_geoms);
-    dnn_geoms = NULL, n_dnn_geoms = 0;
+    dnn_geoms = NULL, n_dnn_geoms = cap_dnn_geoms = dnn_warned = 0;
     if (D.h) D.cudnnDestroy(D.h);
     D.h = NULL, D.loaded = 0, D.why[0] = 0;
 }
@@ -771,26 +771,39 @@ static int nd_desc(ckrt_ctx *c, dnn_geom *e) {
 static int expressible(const ckrt_cu_conv_geom *g) {
     if (g->nsp < 1 || g->nsp > 3 || g->group < 1 || g->N < 1 || g->C < g->group || g->M < g->group) return 0;
     int64_t in_n = 1, out_n = 1;
+    int64_t taps = 1;
     for (int d = 0; d < g->nsp; d++) {
-        if (g->in_sp[d] < 1 || g->out_sp[d] < 1 || g->k[d] < 1 || g->dilations[d] < 1) return 0;
+        if (g->in_sp[d] < 1 || g->out_sp[d] < 1 || g->k[d] < 1 || g->dilations[d] < 1 || g->strides[d] < 1) return 0;
+        if (g->in_sp[d] > INT_MAX / 4 || g->pads_begin[d] > INT_MAX / 4 || g->k[d] > INT_MAX / 4 || g->strides[d] > INT_MAX ||
+            g->dilations[d] > INT_MAX / 4 / g->k[d])
+            return 0; /* each size, and in + 2 pad, dl (k - 1): within cuDNN's int */
         int64_t span = g->dilations[d] * (g->k[d] - 1) + 1, padded = g->in_sp[d] + 2 * g->pads_begin[d];
-        if (padded < span || g->strides[d] < 1 || (padded - span) / g->strides[d] + 1 != g->out_sp[d]) return 0;
-        if (g->pads_begin[d] > INT_MAX || g->strides[d] > INT_MAX || g->dilations[d] > INT_MAX) return 0;
-        in_n *= g->in_sp[d], out_n *= g->out_sp[d];
+        if (padded < span || (padded - span) / g->strides[d] + 1 != g->out_sp[d]) return 0;
+        in_n *= g->in_sp[d], out_n *= g->out_sp[d], taps *= g->k[d];
+        if (in_n > INT_MAX || taps > INT_MAX) return 0;
     }
     int64_t big = g->C > g->M ? g->C : g->M;
-    return g->N * big * (in_n > out_n ? in_n : out_n) < INT_MAX;
+    return g->N * big * (in_n > out_n ? in_n : out_n) < INT_MAX && g->M * (g->C / g->group) * taps < INT_MAX;
 }
 
-#define CK_PICK_ALGO_(fn, perf_t, ...)                                                                           \
-    do {                                                                                                         \
-        perf_t perf[16];                                                                                         \
-        int n = 0;                                                                                               \
-        DNN(fn, (D.h, __VA_ARGS__, 16, &n, perf));                                                               \
-        for (int i = 0; i < n && !e->usable; i++)                                                                \
-            if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&          \
-                (D.tf32 || perf[i].mathType != CUDNN_TENSOR_OP_MATH) && (int64_t)perf[i].memory <= e->bound)     \
-                e->usable = 1, e->algo = (int)perf[i].algo, e->ws_bytes = perf[i].memory;                        \
+/* The first of the heuristics' candidates (fastest first) that is deterministic, runs without
+ * tensor cores unless --tf32 (FMA or default math: the descriptor's FMA setting then holds), and
+ * whose workspace, asked of cuDNN for that algorithm with the descriptor it will run with, fits
+ * the bound. */
+#define CK_PICK_ALGO_(fn, ws_fn, perf_t, a1, a2, a3, a4)                                                            \
+    do {                                                                                                               \
+        perf_t perf[16];                                                                                               \
+        int n = 0;                                                                                                     \
+        DNN(fn, (D.h, a1, a2, a3, a4, 16, &n, perf));                                                                  \
+        for (int i = 0; i < n && !e->usable; i++) {                                                                    \
+            int fma = perf[i].mathType == CUDNN_FMA_MATH || perf[i].mathType == CUDNN_DEFAULT_MATH;                    \
+            if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].determinism != CUDNN_DETERMINISTIC || (!fma && !D.tf32)) \
+                continue;                                                                                              \
+            if (D.tf32) DNN(cudnnSetConvolutionMathType, (e->conv, perf[i].mathType));                                 \
+            size_t ws = 0;                                                                                             \
+            if (D.ws_fn(D.h, a1, a2, a3, a4, perf[i].algo, &ws) == CUDNN_STATUS_SUCCESS && (int64_t)ws <= e->bound)   \
+                e->usable = 1, e->algo = (int)perf[i].algo, e->ws_bytes = ws;                                          \
+        }                                                                                                              \
     } while (0)
 
 static int find_geom(ckrt_ctx *c, int kind, const ckrt_cu_conv_geom *g, int64_t bound, dnn_geom **out) {
@@ -808,9 +821,12 @@ static int find_geom(ckrt_ctx *c, int kind, const ckrt_cu_conv_geom *g, int64_t 
             return CKRT_OK;
         }
     }
-    if (n_dnn_geoms == MAX_CONV_GEOMS) return CKRT_OK; /* im2col from here on: still the same bits for the same geometry */
-    if (!dnn_geoms && !(dnn_geoms = calloc(MAX_CONV_GEOMS, sizeof *dnn_geoms)))
-        return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate cuDNN's geometry table");
+    if (n_dnn_geoms == cap_dnn_geoms) {
+        int cap = cap_dnn_geoms ? 2 * cap_dnn_geoms : 64;
+        dnn_geom *t = realloc(dnn_geoms, sizeof *t * (size_t)cap);
+        if (!t) return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot grow cuDNN's geometry table to %d entries", cap);
+        dnn_geoms = t, cap_dnn_geoms = cap;
+    }
     dnn_geom *e = &dnn_geoms[n_dnn_geoms++];
     memset(e, 0, sizeof *e);
     e->kind = kind, e->nsp = g->nsp, e->N = g->N, e->C = g->C, e->M = g->M, e->group = g->group, e->bound = bound;
@@ -819,12 +835,23 @@ static int find_geom(ckrt_ctx *c, int kind, const ckrt_cu_conv_geom *g, int64_t 
         e->in_sp[d] = g->in_sp[d], e->out_sp[d] = g->out_sp[d], e->k[d] = g->k[d], e->st[d] = g->strides[d],
         e->pb[d] = g->pads_begin[d], e->dl[d] = g->dilations[d];
     if (!expressible(g)) return CKRT_OK;
-    CKRT_TRY(nd_desc(c, e));
+    int rc = nd_desc(c, e);
+    if (rc && !D.h) { /* only checking (no handle, nothing runs on cuDNN): say it once, go on */
+        if (!dnn_warned++) fprintf(stderr, "trainer: warning: cuDNN refused a convolution's descriptors: %s\n", c->msg);
+        c->code = CKRT_OK, c->msg[0] = 0;
+        return CKRT_OK;
+    }
+    CKRT_TRY(rc);
     if (!D.h) return CKRT_OK; /* descriptors checked, no algorithm: the library loaded but cudnnCreate failed */
-    if (kind == CK_CONV_FWD) CK_PICK_ALGO_(cudnnGetConvolutionForwardAlgorithm_v7, cudnnConvolutionFwdAlgoPerf_t, e->x, e->w, e->conv, e->y);
+    if (kind == CK_CONV_FWD)
+        CK_PICK_ALGO_(cudnnGetConvolutionForwardAlgorithm_v7, cudnnGetConvolutionForwardWorkspaceSize, cudnnConvolutionFwdAlgoPerf_t,
+                      e->x, e->w, e->conv, e->y);
     else if (kind == CK_CONV_DGRAD)
-        CK_PICK_ALGO_(cudnnGetConvolutionBackwardDataAlgorithm_v7, cudnnConvolutionBwdDataAlgoPerf_t, e->w, e->y, e->conv, e->x);
-    else CK_PICK_ALGO_(cudnnGetConvolutionBackwardFilterAlgorithm_v7, cudnnConvolutionBwdFilterAlgoPerf_t, e->x, e->y, e->conv, e->w);
+        CK_PICK_ALGO_(cudnnGetConvolutionBackwardDataAlgorithm_v7, cudnnGetConvolutionBackwardDataWorkspaceSize,
+                      cudnnConvolutionBwdDataAlgoPerf_t, e->w, e->y, e->conv, e->x);
+    else
+        CK_PICK_ALGO_(cudnnGetConvolutionBackwardFilterAlgorithm_v7, cudnnGetConvolutionBackwardFilterWorkspaceSize,
+                      cudnnConvolutionBwdFilterAlgoPerf_t, e->x, e->y, e->conv, e->w);
     return CKRT_OK;
 }
 

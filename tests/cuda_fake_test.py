@@ -29,12 +29,13 @@ reads sees device garbage and the run differs from the CPU. Checked:
      (ckrt_conv_batch.h): the GPU path, one image at a time, matches the CPU's losses and
      parameters, planned == measured on both devices; with cuDNN and with CKRT_CUDNN=0 (im2col);
   9. cuDNN (when the toolkit has cudnn.h, the fake stands in for libcudnn too; its heuristics
-     offer a non-deterministic, an oversized, a deterministic and a TF32 algorithm, and a run
-     with any but the deterministic one, or with less workspace than it asked for, fails):
+     offer non-deterministic, tensor-op, oversized and just-too-large algorithms before the
+     one to take, and a run with any other, or with less workspace than it asked for, fails):
      every sample's convolutions run through it, each policy's step-2 gradients are the bits
-     of `train`'s; convolutions of 1, 2 and 3 spatial axes, grouped, dilated, strided, with a
-     bias, match the CPU, and one with asymmetric padding (which cuDNN cannot express) falls
-     back to im2col, planned == measured throughout;
+     of `train`'s; convolutions of 1, 2 and 3 spatial axes, grouped, depthwise, dilated,
+     strided, with a bias, each with a data gradient, match the CPU's gradients, with and
+     without --tf32, and one with asymmetric padding (which cuDNN cannot express) falls back
+     to im2col, planned == measured throughout;
  10. the toolkit's real libcudnn beside the fake driver: it loads with every function the backend
      calls, and each convolution's descriptors give the model's output size in it (no GPU, so
      cudnnCreate fails and the convolutions fall back to im2col, which the run shows).
@@ -187,7 +188,7 @@ def check_real_cudnn(work, env, fake, progs):
         r = run([os.path.join(d, "trainer"), "--device", "cuda", "--steps", "1", "--report", rep], menv, expect=None)
         first = (r.stdout.splitlines() or [""])[0]
         cu, im = conv_calls(rep) if r.returncode == 0 else (0, 0)
-        if r.returncode != 0 or "no cuDNN (cudnnCreate failed" not in first or cu or not im:
+        if r.returncode != 0 or "no cuDNN (cudnnCreate failed" not in first or cu or not im or "warning: cuDNN" in r.stderr:
             raise SystemExit(f"FAIL 10: {d} with CKRT_CUDNN={real}: exit {r.returncode}, {first!r}, {cu} cuDNN / {im} im2col calls\n"
                              f"{r.stderr[-1500:]}")
     said = first.split("convolutions: ")[-1]
@@ -238,26 +239,31 @@ def conv_zoo(path, case):
             ins.append(f"b_{y}")
         nodes.append(helper.make_node("Conv", ins, [y], name=f"/{y}/Conv", kernel_shape=list(k), **attrs))
 
+    # each starts with a pointwise convolution, so that the ones after it have a data gradient too
     if case == "2d":  # grouped with a bias, dilated and strided, then asymmetric padding (im2col)
         shape = [4, 8, 9, 9]
-        conv("x", "c0", 8, 8, (3, 3), pads=[1, 1, 1, 1], group=2, bias=True)
+        conv("x", "p0", 8, 8, (1, 1))
+        conv("p0", "c0", 8, 8, (3, 3), pads=[1, 1, 1, 1], group=2, bias=True)
         nodes.append(helper.make_node("Relu", ["c0"], ["r0"], name="/r0/Relu"))
         conv("r0", "c1", 8, 8, (3, 3), pads=[2, 2, 2, 2], dilations=[2, 2], strides=[2, 2])
         conv("c1", "c2", 8, 8, (2, 2), pads=[0, 0, 1, 1])
         last = "c2"
     elif case == "dw":  # depthwise (group = channels), strided, then a pointwise one (MobileNet's pair)
         shape = [4, 8, 9, 9]
-        conv("x", "c0", 8, 8, (3, 3), pads=[1, 1, 1, 1], strides=[2, 2], group=8)
+        conv("x", "p0", 8, 8, (1, 1))
+        conv("p0", "c0", 8, 8, (3, 3), pads=[1, 1, 1, 1], strides=[2, 2], group=8)
         nodes.append(helper.make_node("Relu", ["c0"], ["r0"], name="/r0/Relu"))
         conv("r0", "c1", 8, 8, (1, 1), bias=True)
         last = "c1"
     elif case == "1d":
         shape = [4, 6, 17]
-        conv("x", "c0", 6, 8, (5,), pads=[2, 2], strides=[2], bias=True)
+        conv("x", "p0", 6, 6, (1,))
+        conv("p0", "c0", 6, 8, (5,), pads=[2, 2], strides=[2], bias=True)
         last = "c0"
     else:
         shape = [2, 4, 5, 6, 7]
-        conv("x", "c0", 4, 8, (3, 3, 3), pads=[1, 1, 1, 1, 1, 1], bias=True)
+        conv("x", "p0", 4, 4, (1, 1, 1))
+        conv("p0", "c0", 4, 8, (3, 3, 3), pads=[1, 1, 1, 1, 1, 1], group=2, bias=True)
         last = "c0"
     nodes.append(helper.make_node("GlobalAveragePool", [last], ["p"], name="/pool/GlobalAveragePool"))
     nodes.append(helper.make_node("Flatten", ["p"], ["logits"], name="/Flatten"))
@@ -275,21 +281,24 @@ def check_conv_geometries(ckptc, work, env):
         d = os.path.join(work, f"conv-{case}")
         run([ckptc, model, "--optimizer=sgd", "-o", d])
         run(["make", "-s", "-C", d])
-        reps, params = {}, {}
-        for dev, e in (("cpu", None), ("cuda", env)):
+        reps, grads = {}, {}
+        # --tf32: the fake's tensor-op algorithm (its arithmetic is the same double loop)
+        for dev, e, flags in (("cpu", None, []), ("cuda", env, []), ("cuda-tf32", env, ["--tf32"])):
             rep = os.path.join(d, f"report-{dev}.json")
-            run([os.path.join(d, "trainer"), "--device", dev, "--steps", "2", "--report", rep, "--dump-grads",
-                 os.path.join(d, f"grads-{dev}")], e)
-            reps[dev], params[dev] = json.load(open(rep)), npys(os.path.join(d, f"grads-{dev}"))
-        cu, im = conv_calls(os.path.join(d, "report-cuda.json"))
-        le = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(reps["cuda"]["losses"], reps["cpu"]["losses"]))
-        pe = max(rel(params["cuda"][k], v) for k, v in params["cpu"].items()) if set(params["cuda"]) == set(params["cpu"]) else 1.0
-        want_im = 3 if case == "2d" else 0  # the asymmetric one: forward, data and weight gradient
-        rg = reps["cuda"]
-        if (le > TOL or pe > TOL or cu == 0 or im != want_im * 2 or rg["planned_peak_bytes"] != rg["measured_peak_bytes"]):
-            raise SystemExit(f"FAIL 9b: conv {case}: losses {le:.1e}, step-2 gradients {pe:.1e} from the CPU's; {cu} cuDNN calls, {im} "
-                             f"im2col (expected {want_im * 2}); planned {rg['planned_peak_bytes']} measured {rg['measured_peak_bytes']}")
-        said.append(f"{case}: {cu} cuDNN + {im} im2col calls, within {max(le, pe):.1e}")
+            run([os.path.join(d, "trainer"), "--device", dev.split("-")[0], "--steps", "2", "--report", rep, "--dump-grads",
+                 os.path.join(d, f"grads-{dev}"), *flags], e)
+            reps[dev], grads[dev] = json.load(open(rep)), npys(os.path.join(d, f"grads-{dev}"))
+        for dev in ("cuda", "cuda-tf32"):
+            cu, im = conv_calls(os.path.join(d, f"report-{dev}.json"))
+            le = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(reps[dev]["losses"], reps["cpu"]["losses"]))
+            ge = max(rel(grads[dev][k], v) for k, v in grads["cpu"].items()) if set(grads[dev]) == set(grads["cpu"]) else 1.0
+            want_im = 6 if case == "2d" else 0  # the asymmetric one: forward, data and weight gradient, 2 steps
+            rg = reps[dev]
+            if le > TOL or ge > TOL or cu == 0 or im != want_im or rg["planned_peak_bytes"] != rg["measured_peak_bytes"]:
+                raise SystemExit(f"FAIL 9b: conv {case} ({dev}): losses {le:.1e}, step-2 gradients {ge:.1e} from the CPU's; {cu} cuDNN "
+                                 f"calls, {im} im2col (expected {want_im}); planned {rg['planned_peak_bytes']} measured "
+                                 f"{rg['measured_peak_bytes']}")
+        said.append(f"{case}: {cu} cuDNN + {im} im2col calls, within {max(le, ge):.1e}")
     print("ok 9b: " + "; ".join(said))
 
 

@@ -660,12 +660,14 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
  *
  * The backend's legacy convolution calls, with cudnn.h's prototypes. A convolution is a direct
  * loop summed in double (so it agrees with the CPU within the test's tolerance), enqueued on the
- * handle's stream like a GEMM. The heuristics offer, fastest first: a non-deterministic algorithm
- * (0, no workspace), a deterministic one wanting more workspace than any plan gives (1), a
- * deterministic one with FMA math wanting half a column matrix (2; none for a 1x1 convolution),
- * and a TF32 tensor-op one (3): the backend must take 2. A run checks the descriptors against
- * each other, the algorithm, that the workspace is device memory of at least the algorithm's
- * size, and scribbles over all of it (a plan that gave it less would be caught). */
+ * handle's stream like a GEMM. The heuristics offer, fastest first, algorithms the backend must
+ * pass over: 0 non-deterministic; 1 deterministic on tensor cores (TF32: the one to take under
+ * --tf32); 2 deterministic wanting more workspace than any plan; 3 deterministic wanting 4 bytes
+ * more than one image's column matrix (the backend's bound: a plan may well have that much, but
+ * taking it would make the choice depend on the plan); then 4, deterministic with FMA math,
+ * wanting half a column matrix (none for a 1x1 convolution): the one to take. A run checks the
+ * descriptors against each other, that the algorithm is 4 (1 with tensor-op math), that the
+ * workspace is device memory of at least the algorithm's size, and scribbles over all of it. */
 #ifdef FAKE_CUDNN
 struct cudnnContext { CUstream stream; };
 struct cudnnTensorStruct { int nd, dims[5], strides[5]; };
@@ -754,24 +756,55 @@ cudnnStatus_t cudnnGetConvolutionNdForwardOutputDim(const cudnnConvolutionDescri
         out[2 + d] = (x->dims[2 + d] + 2 * cv->pad[d] - cv->dl[d] * (w->dims[2 + d] - 1) - 1) / cv->st[d] + 1;
     return CUDNN_STATUS_SUCCESS;
 }
-static size_t half_column(const fake_conv *o) {
+enum { FAKE_ALGOS = 5, FAKE_ALGO_FMA = 4, FAKE_ALGO_TF32 = 1 };
+/* What algorithm a of the list above wants, in bytes. */
+static size_t algo_bytes(const fake_conv *o, int a) {
     size_t taps = 1, out = 1;
     for (int d = 0; d < o->nsp; d++) taps *= (size_t)o->k[d], out *= (size_t)o->out[d];
-    return taps == 1 ? 0 : (size_t)(o->C / o->group) * taps * out * 2;
+    size_t column = (size_t)(o->C / o->group) * taps * out * 4;
+    return a == 2 ? (size_t)1 << 40 : a == 3 ? column + 4 : a == 4 && taps > 1 ? column / 2 : 0;
 }
 #define FAKE_PERF_(perf, o)                                                                                  \
     do {                                                                                                     \
-        size_t half_ = half_column(&o);                                                                     \
-        int n = requested < 4 ? requested : 4;                                                               \
+        int n = requested < FAKE_ALGOS ? requested : FAKE_ALGOS;                                             \
         for (int i = 0; i < n; i++) {                                                                        \
             memset(&perf[i], 0, sizeof perf[i]);                                                             \
-            perf[i].algo = i, perf[i].status = CUDNN_STATUS_SUCCESS, perf[i].mathType = CUDNN_FMA_MATH;      \
+            perf[i].algo = i, perf[i].status = CUDNN_STATUS_SUCCESS, perf[i].memory = algo_bytes(&o, i);     \
             perf[i].determinism = i == 0 ? CUDNN_NON_DETERMINISTIC : CUDNN_DETERMINISTIC;                     \
-            perf[i].memory = i == 1 ? ((size_t)1 << 40) : i == 2 ? half_ : 0;                                  \
-            if (i == 3) perf[i].mathType = CUDNN_TENSOR_OP_MATH;                                             \
+            perf[i].mathType = i == FAKE_ALGO_TF32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;                   \
         }                                                                                                    \
         *returned = n;                                                                                       \
     } while (0)
+#define FAKE_WS_(o, algo)                                                                                    \
+    do {                                                                                                     \
+        if ((int)(algo) < 0 || (int)(algo) >= FAKE_ALGOS) return CUDNN_STATUS_BAD_PARAM;                     \
+        *bytes = algo_bytes(&o, (int)(algo));                                                                \
+        return CUDNN_STATUS_SUCCESS;                                                                         \
+    } while (0)
+cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
+                                                      const cudnnConvolutionDescriptor_t cv, const cudnnTensorDescriptor_t y,
+                                                      cudnnConvolutionFwdAlgo_t algo, size_t *bytes) {
+    fake_conv o;
+    (void)h;
+    if (!conv_of(x, w, cv, y, &o)) return CUDNN_STATUS_BAD_PARAM;
+    FAKE_WS_(o, algo);
+}
+cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t h, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
+                                                           const cudnnConvolutionDescriptor_t cv, const cudnnTensorDescriptor_t dx,
+                                                           cudnnConvolutionBwdDataAlgo_t algo, size_t *bytes) {
+    fake_conv o;
+    (void)h;
+    if (!conv_of(dx, w, cv, dy, &o)) return CUDNN_STATUS_BAD_PARAM;
+    FAKE_WS_(o, algo);
+}
+cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnTensorDescriptor_t dy,
+                                                             const cudnnConvolutionDescriptor_t cv, const cudnnFilterDescriptor_t dw,
+                                                             cudnnConvolutionBwdFilterAlgo_t algo, size_t *bytes) {
+    fake_conv o;
+    (void)h;
+    if (!conv_of(x, dw, cv, dy, &o)) return CUDNN_STATUS_BAD_PARAM;
+    FAKE_WS_(o, algo);
+}
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
                                                      const cudnnConvolutionDescriptor_t cv, const cudnnTensorDescriptor_t y,
                                                      const int requested, int *returned, cudnnConvolutionFwdAlgoPerf_t *perf) {
@@ -804,13 +837,14 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t h, con
 /* Checks a run and enqueues it; kind 0 forward, 1 data gradient, 2 weight gradient. */
 static cudnnStatus_t conv_run(cudnnHandle_t h, int kind, fake_conv *o, int algo, void *ws, size_t ws_bytes, int math, const void *alpha,
                               const void *beta, const float *a, const float *b, float *out) {
-    if (algo != 2 || math != CUDNN_FMA_MATH) {
-        say("a convolution with algorithm %d, math %d: not the deterministic FMA one the heuristics offered (2)", algo, math);
+    int want = math == CUDNN_TENSOR_OP_MATH ? FAKE_ALGO_TF32 : FAKE_ALGO_FMA;
+    if (algo != want || (math != CUDNN_FMA_MATH && math != CUDNN_TENSOR_OP_MATH)) {
+        say("a convolution with algorithm %d, math %d: the backend should have taken %d", algo, math, want);
         return CUDNN_STATUS_BAD_PARAM;
     }
-    size_t need = half_column(o);
+    size_t need = algo_bytes(o, algo);
     if (ws_bytes < need || (need && (!ws || !is_device((CUdeviceptr)(uintptr_t)ws, ws_bytes)))) {
-        say("a convolution's workspace %p of %zu bytes: algorithm 2 needs %zu of device memory", ws, ws_bytes, need);
+        say("a convolution's workspace %p of %zu bytes: algorithm %d needs %zu of device memory", ws, ws_bytes, algo, need);
         return CUDNN_STATUS_BAD_PARAM;
     }
     if (!is_device((CUdeviceptr)(uintptr_t)a, 4) || !is_device((CUdeviceptr)(uintptr_t)b, 4) || !is_device((CUdeviceptr)(uintptr_t)out, 4)) {
