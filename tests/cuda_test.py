@@ -153,8 +153,8 @@ def gpu(ckptc, samples, work, tol=1e-4):
         raise SystemExit(f"FAIL: the first start on the GPU: exit {r.returncode}\n{r.stdout}{r.stderr}")
     print("first start: " + r.stdout.splitlines()[0])
     table = open(os.path.join(work, "parity.md"), "w")
-    table.write("| sample | variant | loss cpu | loss cuda | loss rel | grad rel | cuda bits == train | planned | measured | cuda ms | cpu ms | |\n"
-                "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    table.write("| sample | variant | loss cpu | loss cuda | loss rel | grad rel | cuda bits == train | planned | measured | cuda ms | cpu ms | "
+                "conv calls cuDNN / im2col | |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     table.flush()
     rows = []
     for name in SAMPLES:
@@ -189,15 +189,17 @@ def gpu(ckptc, samples, work, tol=1e-4):
                     all(np.array_equal(plain[1][k], res["cuda"][1][k]) for k in plain[1])
                 ok = ok and same
                 same = "yes" if same else "NO"
+            dev = rep.get("device", {})
+            convs = f"{dev.get('conv_cudnn_calls', 0)} / {dev.get('conv_im2col_calls', 0)}"
             rows.append((name, vname, lc[-1], lg[-1], le, ge, same, rep.get("planned_peak_bytes"), rep.get("measured_peak_bytes"),
-                         rep.get("step_time_ms"), res["cpu"][0].get("step_time_ms"), "ok" if ok else "FAIL"))
+                         rep.get("step_time_ms"), res["cpu"][0].get("step_time_ms"), convs, "ok" if ok else "FAIL"))
             table.write("| " + " | ".join(str(x) if not isinstance(x, float) else f"{x:.6g}" for x in rows[-1]) + " |\n")
             table.flush()
     print(f"{'sample':9s} {'variant':15s} {'loss cpu':>10s} {'loss cuda':>10s} {'loss rel':>9s} {'grad rel':>9s} {'bits':>4s} "
-          f"{'planned':>10s} {'measured':>10s} {'cuda ms':>8s} {'cpu ms':>8s}")
+          f"{'planned':>10s} {'measured':>10s} {'cuda ms':>8s} {'cpu ms':>8s} {'convs cuDNN/im2col':>18s}")
     for r in rows:
         print(f"{r[0]:9s} {r[1]:15s} {r[2]:10.6f} {r[3]:10.6f} {r[4]:9.2e} {r[5]:9.2e} {r[6]:>4s} {r[7]:10d} {r[8]:10d} "
-              f"{r[9]:8.2f} {r[10]:8.2f} {r[11]}")
+              f"{r[9]:8.2f} {r[10]:8.2f} {r[11]:>18s} {r[12]}")
     bad = sum(r[-1] != "ok" for r in rows)
     if bad:
         raise SystemExit(f"FAIL: {bad} run(s) differ from the CPU by more than {tol} relative, from train's bits on the GPU, "
