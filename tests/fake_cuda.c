@@ -775,35 +775,31 @@ static size_t algo_bytes(const fake_conv *o, int a) {
         }                                                                                                    \
         *returned = n;                                                                                       \
     } while (0)
-#define FAKE_WS_(o, algo)                                                                                    \
-    do {                                                                                                     \
-        if ((int)(algo) < 0 || (int)(algo) >= FAKE_ALGOS) return CUDNN_STATUS_BAD_PARAM;                     \
-        *bytes = algo_bytes(&o, (int)(algo));                                                                \
-        return CUDNN_STATUS_SUCCESS;                                                                         \
-    } while (0)
+/* Get*WorkspaceSize, with the descriptors as x, w, convolution, y whatever the direction. */
+static cudnnStatus_t ws_of(cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t cv, cudnnTensorDescriptor_t y,
+                           int algo, size_t *bytes) {
+    fake_conv o;
+    if (!conv_of(x, w, cv, y, &o) || algo < 0 || algo >= FAKE_ALGOS) return CUDNN_STATUS_BAD_PARAM;
+    *bytes = algo_bytes(&o, algo);
+    return CUDNN_STATUS_SUCCESS;
+}
 cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
                                                       const cudnnConvolutionDescriptor_t cv, const cudnnTensorDescriptor_t y,
                                                       cudnnConvolutionFwdAlgo_t algo, size_t *bytes) {
-    fake_conv o;
     (void)h;
-    if (!conv_of(x, w, cv, y, &o)) return CUDNN_STATUS_BAD_PARAM;
-    FAKE_WS_(o, algo);
+    return ws_of(x, w, cv, y, (int)algo, bytes);
 }
 cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t h, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
                                                            const cudnnConvolutionDescriptor_t cv, const cudnnTensorDescriptor_t dx,
                                                            cudnnConvolutionBwdDataAlgo_t algo, size_t *bytes) {
-    fake_conv o;
     (void)h;
-    if (!conv_of(dx, w, cv, dy, &o)) return CUDNN_STATUS_BAD_PARAM;
-    FAKE_WS_(o, algo);
+    return ws_of(dx, w, cv, dy, (int)algo, bytes);
 }
 cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnTensorDescriptor_t dy,
                                                              const cudnnConvolutionDescriptor_t cv, const cudnnFilterDescriptor_t dw,
                                                              cudnnConvolutionBwdFilterAlgo_t algo, size_t *bytes) {
-    fake_conv o;
     (void)h;
-    if (!conv_of(x, dw, cv, dy, &o)) return CUDNN_STATUS_BAD_PARAM;
-    FAKE_WS_(o, algo);
+    return ws_of(x, dw, cv, dy, (int)algo, bytes);
 }
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
                                                      const cudnnConvolutionDescriptor_t cv, const cudnnTensorDescriptor_t y,
