@@ -54,6 +54,16 @@ SEEDS = [0, 1, 2, 3]
 TOL = 1e-5
 
 
+def losses_rel(got, ref):
+    """The largest relative difference between two runs' losses, step by step."""
+    return max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(got, ref))
+
+
+def tensors_rel(got, ref):
+    """The largest relative difference over dumped tensors (rel each); inf when the names differ."""
+    return max(rel(got[k], v) for k, v in ref.items()) if set(got) == set(ref) else float("inf")
+
+
 def run(cmd, env=None, expect=0):
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     if expect is not None and r.returncode != expect:
@@ -98,7 +108,7 @@ def main():
                 first = r.stdout.splitlines()[0]
                 rg = json.load(open(rep))
                 got = npys(out)
-                le = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(rg["losses"], ref_losses))
+                le = losses_rel(rg["losses"], ref_losses)
                 ge = max([rel(got[k], v) for k, v in ref.items() if k in got] or [0.0])
                 ok = (first.startswith("device: cuda (fake GPU") and le <= TOL and ge <= TOL and set(got) == set(ref)
                       and rg["planned_peak_bytes"] == rg["measured_peak_bytes"])
@@ -290,8 +300,7 @@ def check_conv_geometries(ckptc, work, env):
             reps[dev], grads[dev] = json.load(open(rep)), npys(os.path.join(d, f"grads-{dev}"))
         for dev in ("cuda", "cuda-tf32"):
             cu, im = conv_calls(os.path.join(d, f"report-{dev}.json"))
-            le = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(reps[dev]["losses"], reps["cpu"]["losses"]))
-            ge = max(rel(grads[dev][k], v) for k, v in grads["cpu"].items()) if set(grads[dev]) == set(grads["cpu"]) else 1.0
+            le, ge = losses_rel(reps[dev]["losses"], reps["cpu"]["losses"]), tensors_rel(grads[dev], grads["cpu"])
             want_im = 6 if case == "2d" else 0  # the asymmetric one: forward, data and weight gradient, 2 steps
             rg = reps[dev]
             if le > TOL or ge > TOL or cu == 0 or im != want_im or rg["planned_peak_bytes"] != rg["measured_peak_bytes"]:
@@ -370,9 +379,7 @@ def check_batched_conv(ckptc, work, env, cudnn):
         cu, im = conv_calls(os.path.join(d, f"report-{dev}.json"))
         if (cu > 0) != (dev == "cuda-cudnn") or (im > 0) != (dev == "cuda"):
             problems.append(f"{dev}: {cu} convolution calls through cuDNN, {im} by im2col")
-        le = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(reps[dev]["losses"], reps["cpu"]["losses"]))
-        got = npys(os.path.join(d, f"params-{dev}"))
-        pe = max(rel(got[k], v) for k, v in ref.items()) if set(got) == set(ref) else float("inf")
+        le, pe = losses_rel(reps[dev]["losses"], reps["cpu"]["losses"]), tensors_rel(npys(os.path.join(d, f"params-{dev}")), ref)
         if le > TOL or pe > TOL:
             problems.append(f"{dev}: losses differ by {le:.1e}, parameters by {pe:.1e} (relative)")
         said.append(f"{dev}: losses within {le:.1e}, parameters within {pe:.1e}")
@@ -416,12 +423,11 @@ def check_host_memory(ckptc, work, env):
         problems.append(f"measured {rg['measured_peak_bytes']} != planned {arena}")
     if rg["losses"] != rc["losses"]:
         problems.append(f"losses {rg['losses']} vs the CPU's {rc['losses']}")
-    if npys(os.path.join(d, "params-fake")).keys() != npys(os.path.join(d, "params-cpu")).keys():
+    pf, pc = npys(os.path.join(d, "params-fake")), npys(os.path.join(d, "params-cpu"))
+    if pf.keys() != pc.keys():
         problems.append("different parameter files")
-    else:
-        worst = max(rel(npys(os.path.join(d, "params-fake"))[k], v) for k, v in npys(os.path.join(d, "params-cpu")).items())
-        if worst > TOL:
-            problems.append(f"parameters differ from the CPU's by {worst:.2e}")
+    elif (worst := tensors_rel(pf, pc)) > TOL:
+        problems.append(f"parameters differ from the CPU's by {worst:.2e}")
     if staging > 16 << 20 or fs["pinned_peak_bytes"] > staging:
         problems.append(f"pinned host memory {fs['pinned_peak_bytes']} (staging {staging}): more than the staging")
     if rg["host_readback_peak_bytes"] > largest + 128:
