@@ -2,6 +2,7 @@
  * the CPU backend's memory and ordering hooks (plain malloc/memcpy; streams and events are
  * no-ops because the CPU runs everything in order).
  */
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "ckrt.h"
 
 #include <errno.h>
@@ -36,12 +37,18 @@ int ckrt_fail(ckrt_ctx *c, int code, const char *fmt, ...) {
 
 /* ---------------------------------------------------------------- CPU backend */
 
+#define CKRT_HUGE_PAGE ((size_t)2 << 20)
+
 static int cpu_arena_alloc(ckrt_ctx *c, int64_t bytes, unsigned char **out) {
     void *p = NULL;
     size_t n = (size_t)(bytes ? bytes : CKRT_ALIGN);
-    n = (n + CKRT_ALIGN - 1) / CKRT_ALIGN * CKRT_ALIGN;
-    if (posix_memalign(&p, CKRT_ALIGN, n) != 0)
+    size_t align = n >= CKRT_HUGE_PAGE ? CKRT_HUGE_PAGE : CKRT_ALIGN;
+    n = (n + align - 1) / align * align;
+    if (posix_memalign(&p, align, n) != 0)
         return ckrt_fail(c, CKRT_ERR_NOMEM, "cannot allocate the arena: %lld bytes", (long long)bytes);
+#ifdef MADV_HUGEPAGE
+    if (align == CKRT_HUGE_PAGE && !getenv("CKRT_NO_HUGEPAGES")) (void)madvise(p, n, MADV_HUGEPAGE);
+#endif
     *out = p;
     return CKRT_OK;
 }

@@ -13,6 +13,7 @@
 #include "ckrt_pool.h"
 #include "cpu_iter.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* one element of esz bytes; constant sizes let the compiler turn memcpy into a move */
@@ -52,6 +53,51 @@ CK_VEC static void strided_rows(void *arg, int64_t r0, int64_t r1) {
     }
 }
 
+/* A transpose of 4-byte elements: the output's last axis reads the input with stride st != 1, and
+ * an earlier output axis p reads it with stride 1 (K^T in attention, its gradients, a head split's
+ * gradient). Walked row by row, each output row gathers one element per input line. Walked in
+ * tiles of CK_TILE x CK_TILE instead (CK_TILE outputs along p by CK_TILE along the last axis),
+ * each input line is read CK_TILE elements at a time and each output row written CK_TILE at a
+ * time. A pool block is a run of (outer index, tile of p) pairs, outer running over the output's
+ * axes other than p and the last. The same bytes land in the same places as strided_rows'. */
+#define CK_TILE 16
+typedef struct {
+    uint32_t *y;
+    const uint32_t *x;
+    int rank, p;
+    const int64_t *out_dims, *in_strides;
+    int64_t base, tiles_p;
+} tile_job;
+
+static void transpose_tiles(void *arg, int64_t w0, int64_t w1) {
+    const tile_job *j = arg;
+    int r = j->rank, p = j->p;
+    int64_t row = j->out_dims[r - 1], st = j->in_strides[r - 1], np = j->out_dims[p], ostr_p = row;
+    for (int k = p + 1; k < r - 1; k++) ostr_p *= j->out_dims[k];
+    for (int64_t w = w0; w < w1; w++) {
+        int64_t o = w / j->tiles_p, p0 = w % j->tiles_p * CK_TILE, p1 = p0 + CK_TILE < np ? p0 + CK_TILE : np;
+        /* o over the axes other than p and the last, the last of them fastest */
+        int64_t src = j->base, dst = 0, ostr = row;
+        for (int k = r - 2; k >= 0; k--) {
+            if (k != p) {
+                int64_t ik = o % j->out_dims[k];
+                o /= j->out_dims[k];
+                src += ik * j->in_strides[k];
+                dst += ik * ostr;
+            }
+            ostr *= j->out_dims[k];
+        }
+        for (int64_t c0 = 0; c0 < row; c0 += CK_TILE) {
+            int64_t c1 = c0 + CK_TILE < row ? c0 + CK_TILE : row;
+            for (int64_t q = p0; q < p1; q++) {
+                uint32_t *yr = j->y + dst + q * ostr_p;
+                const uint32_t *xr = j->x + src + q;
+                for (int64_t cc = c0; cc < c1; cc++) yr[cc] = xr[cc * st];
+            }
+        }
+    }
+}
+
 int ckrt_strided_copy(ckrt_ctx *c, size_t esz, void *y, const void *x, int rank, const int64_t *out_dims,
                       const int64_t *in_strides, int64_t base) {
     (void)c;
@@ -63,6 +109,18 @@ int ckrt_strided_copy(ckrt_ctx *c, size_t esz, void *y, const void *x, int rank,
     for (int k = 0; k < rank; k++) n *= out_dims[k];
     if (n == 0) return CKRT_OK;
     int64_t row = out_dims[rank - 1];
+    int p = -1; /* the output axis that reads the input contiguously, when the last does not */
+    for (int k = rank - 2; k >= 0 && esz == 4 && in_strides[rank - 1] != 1 && row > 1; k--)
+        if (in_strides[k] == 1 && out_dims[k] > 1) {
+            p = k;
+            break;
+        }
+    if (p >= 0) {
+        int64_t tiles_p = (out_dims[p] + CK_TILE - 1) / CK_TILE;
+        tile_job t = {y, x, rank, p, out_dims, in_strides, base, tiles_p};
+        ckrt_parallel_for(n / (out_dims[p] * row) * tiles_p, ck_par_rows(CK_TILE * row), transpose_tiles, &t);
+        return CKRT_OK;
+    }
     copy_job j = {esz, y, x, rank, out_dims, in_strides, base};
     ckrt_parallel_for(n / row, ck_par_rows(row), strided_rows, &j);
     return CKRT_OK;
