@@ -100,6 +100,8 @@ static const char *usage_compile =
     "  --no-fuse                run every elementwise op as its own kernel (default: chains of float\n"
     "                           elementwise ops, e.g. bias add + GELU, scale + mask, run as one loop and\n"
     "                           their intermediates get no memory; same bits either way)\n"
+    "  --no-fold-transposes     copy every Transpose (default: a MatMul reads or writes a transposed\n"
+    "                           tensor in place, as attention's head split, K^T and their gradients do)\n"
     "  --plan-only              print the memory plan; write nothing (no -o needed)\n"
     "  --explain                list every activation kept, recomputed or offloaded, and why\n"
     "data parallel:\n"
@@ -175,7 +177,7 @@ typedef struct compile_flags {
 } compile_flags;
 
 enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE, O_OFFLOAD,
-       O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET, O_DP_OVERLAP, O_UPDATE_AT_END, O_GRAD_ACCUM, O_CLIP, O_NO_FUSE };
+       O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET, O_DP_OVERLAP, O_UPDATE_AT_END, O_GRAD_ACCUM, O_CLIP, O_NO_FUSE, O_NO_FOLD };
 static const struct option compile_opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
                                              {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
                                              {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
@@ -192,6 +194,7 @@ static const struct option compile_opts[] = {{"out-dir", required_argument, 0, '
                                              {"update-at-end", no_argument, 0, O_UPDATE_AT_END},
                                              {"grad-accum", no_argument, 0, O_GRAD_ACCUM},
                                              {"no-fuse", no_argument, 0, O_NO_FUSE},
+                                             {"no-fold-transposes", no_argument, 0, O_NO_FOLD},
                                              {"clip-grad-norm", required_argument, 0, O_CLIP},
                                              {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
 
@@ -311,6 +314,7 @@ static int set_flag(compile_flags *f, int c, const char *flag, const char *arg) 
     case O_DP: o->data_parallel = true; break;
     case O_UPDATE_AT_END: o->update_at_end = true; break;
     case O_NO_FUSE: o->no_fuse = true; break;
+    case O_NO_FOLD: o->no_fold = true; break;
     case O_GRAD_ACCUM: o->grad_accum = true; break;
     case O_CLIP:
         if (!parse_double(arg, 0.0, &o->clip_grad_norm) || !(o->clip_grad_norm > 0))

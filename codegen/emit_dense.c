@@ -37,29 +37,16 @@ ck_status ck_emit_gemm(ck_emit *e, const ck_node *n) {
 }
 
 /* MatMul: 1-D operands are promoted as numpy does ((K) -> (1,K) on the left, (K,1) on the right);
- * the batch dims broadcast, each operand's batch strides being 0 on its broadcast axes. The
- * output is contiguous (batch..., M, N) whether or not the promoted dims were dropped. */
+ * the batch dims broadcast, each operand's batch strides being 0 on its broadcast axes. An
+ * operand the fold reads through a permutation (ck_ir.h, CK_PERM_A/B) is passed as it lies, with
+ * its rows' stride and whether it is stored transposed; a result written transposed (CK_PERM_Y)
+ * with its rows' and batch strides in out[0]. ck_matmul_layout_of works all of it out. */
 ck_status ck_emit_matmul(ck_emit *e, const ck_node *n) {
     const ck_value *a = n->in[0], *b = n->in[1], *y = n->out[0];
     if (ck_emit_want_dtype(e, n, a, "input", f32_only) || ck_emit_want_dtype(e, n, b, "input", f32_only))
         return CK_ERR_UNSUPPORTED;
-    int ra = a->rank < 2 ? 2 : a->rank, rb = b->rank < 2 ? 2 : b->rank;
-    int64_t M = a->rank == 1 ? 1 : a->dims[a->rank - 2], K = a->dims[a->rank - 1];
-    int64_t N = b->rank == 1 ? 1 : b->dims[b->rank - 1];
-    int brank = (ra > rb ? ra : rb) - 2;
-    int64_t sa[CK_MAX_RANK], sb[CK_MAX_RANK];
-    const ck_value *ops[2] = {a, b};
-    int64_t *strides[2] = {sa, sb}, mat[2] = {M * K, K * N};
-    for (int o = 0; o < 2; o++) {
-        const ck_value *v = ops[o];
-        int vb = v->rank - 2; /* batch dims of this operand (<= 0 for 1-D/2-D) */
-        int64_t s = mat[o];
-        for (int k = brank - 1; k >= 0; k--) {
-            int vk = k - (brank - vb);
-            strides[o][k] = vk < 0 || v->dims[vk] == 1 ? 0 : s;
-            if (vk >= 0) s *= v->dims[vk];
-        }
-    }
+    ck_matmul_layout L;
+    if (!ck_matmul_layout_of(n, &L)) return ck_emit_unsupported(e, n, "no GEMM layout for its operands' permutations");
     ck_emit_call(e, "matmul");
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, y, false);
@@ -67,13 +54,15 @@ ck_status ck_emit_matmul(ck_emit *e, const ck_node *n) {
     ck_emit_ptr(e, a, true);
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, b, true);
-    ck_emit_printf(e, ", %lld, %lld, %lld, %d, ", (long long)M, (long long)N, (long long)K, brank);
-    ck_emit_i64s(e, brank, y->dims);
+    ck_emit_printf(e, ", %lld, %lld, %lld, %d, ", (long long)L.M, (long long)L.N, (long long)L.K, L.brank);
+    ck_emit_i64s(e, L.brank, L.bdims);
     ck_emit_printf(e, ", ");
-    ck_emit_i64s(e, brank, sa);
+    ck_emit_i64s(e, L.brank, L.sa);
     ck_emit_printf(e, ", ");
-    ck_emit_i64s(e, brank, sb);
-    ck_emit_printf(e, "));\n");
+    ck_emit_i64s(e, L.brank, L.sb);
+    ck_emit_printf(e, ", ");
+    ck_emit_i64s(e, L.brank, L.sy);
+    ck_emit_printf(e, ", %d, %lld, %d, %lld, %lld));\n", L.ta, (long long)L.lda, L.tb, (long long)L.ldb, (long long)L.ldc);
     return CK_OK;
 }
 

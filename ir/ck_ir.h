@@ -387,6 +387,27 @@ int64_t ck_attr_int(const ck_node *n, const char *name, int64_t dflt);
 float ck_attr_float(const ck_node *n, const char *name, float dflt);
 const char *ck_attr_str(const ck_node *n, const char *name, const char *dflt);
 
+/* MatMul reading or writing a transposed tensor in place (passes/fold_transpose.c folds a
+ * Transpose into the MatMul next to it): with attribute CK_PERM_A (CK_PERM_B) the node's operand
+ * is Transpose(in[0] (in[1]), perm); with CK_PERM_Y its result, transposed by perm, is out[0].
+ * Only the fold sets them (the loader drops ckptc.* attributes); operands of rank >= 2 only. */
+#define CK_PERM_A "ckptc.perm_a"
+#define CK_PERM_B "ckptc.perm_b"
+#define CK_PERM_Y "ckptc.perm_y"
+/* A MatMul node's GEMMs, row-major: for each batch entry (bdims, brank of them; a/b/y element
+ * strides per batch axis, 0 where broadcast) y (M,N) = op(a) (M,K) @ op(b) (K,N), op(a) = a
+ * (lda apart rows) or, ta, a stored (K,M) with lda apart rows; likewise b; y's rows ldc apart. */
+typedef struct ck_matmul_layout {
+    int64_t M, N, K;
+    int brank;
+    int64_t bdims[CK_MAX_RANK], sa[CK_MAX_RANK], sb[CK_MAX_RANK], sy[CK_MAX_RANK];
+    int ta, tb;
+    int64_t lda, ldb, ldc;
+} ck_matmul_layout;
+/* n's layout; false when a permutation leaves an operand or the result without a unit stride on
+ * either matrix axis, or with rows closer than a GEMM allows (the fold never makes such a node). */
+bool ck_matmul_layout_of(const ck_node *n, ck_matmul_layout *L);
+
 /* ---------------------------------------------------------------- inference and checks */
 
 /* Slice's per-axis start, step and count after clamping (every axis of the input). */

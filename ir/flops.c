@@ -26,8 +26,9 @@ static int64_t flops_gemm(const ck_node *n) {
 }
 
 static int64_t flops_matmul(const ck_node *n) {
+    ck_matmul_layout L;
     const ck_value *a = n->in[0];
-    return 2 * ck_value_numel(n->out[0]) * a->dims[a->rank - 1];
+    return 2 * ck_value_numel(n->out[0]) * (ck_matmul_layout_of(n, &L) ? L.K : a->dims[a->rank - 1]);
 }
 
 static int64_t flops_conv(const ck_node *n) { return conv_flops(ck_value_numel(n->out[0]), n->in[1]->dims[1], n->in[1]); }

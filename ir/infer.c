@@ -255,22 +255,50 @@ ck_status ck_infer_gemm(ck_node *n, ck_diag *d) {
     return CK_OK;
 }
 
+/* The perm attribute `name` of n when it is a permutation of rank axes, else NULL. */
+static const int64_t *perm_attr(const ck_node *n, const char *name, int rank) {
+    const ck_attr *a = ck_attr_find(n, name);
+    if (!a || a->kind != CK_ATTR_INTS || a->n != rank) return NULL;
+    bool seen[CK_MAX_RANK] = {false};
+    for (int k = 0; k < rank; k++) {
+        if (a->ints[k] < 0 || a->ints[k] >= rank || seen[a->ints[k]]) return NULL;
+        seen[a->ints[k]] = true;
+    }
+    return a->ints;
+}
+
+/* MatMul's operand k as the product reads it: in[k], or in[k] transposed by CK_PERM_A/B, with
+ * the element strides of its axes in in[k]'s bytes (row-major). */
+static void matmul_operand(const ck_node *n, int k, ck_value *v, int64_t *strides) {
+    const ck_value *src = n->in[k];
+    int64_t cs[CK_MAX_RANK], s = 1;
+    for (int i = src->rank - 1; i >= 0; i--) cs[i] = s, s *= src->dims[i] > 1 ? src->dims[i] : 1; /* empty: as if 1 */
+    const int64_t *p = src->rank >= 2 ? perm_attr(n, k ? CK_PERM_B : CK_PERM_A, src->rank) : NULL;
+    *v = *src;
+    for (int i = 0; i < src->rank; i++) {
+        v->dims[i] = src->dims[p ? p[i] : i];
+        strides[i] = cs[p ? p[i] : i];
+    }
+}
+
 ck_status ck_infer_matmul(ck_node *n, ck_diag *d) {
-    const ck_value *a = n->in[0], *b = n->in[1];
+    ck_value A, B;
+    int64_t sa[CK_MAX_RANK], sb[CK_MAX_RANK];
     char b1[300], b2[300];
-    if (a->rank < 1 || b->rank < 1)
+    if (n->in[0]->rank < 1 || n->in[1]->rank < 1)
         return node_err(d, n, CK_ERR_SHAPE, "inputs must have rank >= 1: %s, %s", in_desc(n, 0, b1, sizeof b1),
                         in_desc(n, 1, b2, sizeof b2));
+    matmul_operand(n, 0, &A, sa);
+    matmul_operand(n, 1, &B, sb);
+    int ra = A.rank, rb = B.rank;
     /* promote 1-D operands as numpy does, then drop the added dims from the result */
-    ck_value A = *a, B = *b;
     if (A.rank == 1) {
         A.rank = 2;
-        A.dims[1] = a->dims[0];
+        A.dims[1] = A.dims[0];
         A.dims[0] = 1;
     }
     if (B.rank == 1) {
         B.rank = 2;
-        B.dims[0] = b->dims[0];
         B.dims[1] = 1;
     }
     if (A.dims[A.rank - 1] != B.dims[B.rank - 2])
@@ -285,12 +313,75 @@ ck_status ck_infer_matmul(ck_node *n, ck_diag *d) {
     if (!broadcast(&ba, &bb, &r, dims))
         return node_err(d, n, CK_ERR_SHAPE, "batch dimensions cannot be broadcast: %s, %s", in_desc(n, 0, b1, sizeof b1),
                         in_desc(n, 1, b2, sizeof b2));
-    if (a->rank > 1) dims[r++] = A.dims[A.rank - 2];
-    if (b->rank > 1) dims[r++] = B.dims[B.rank - 1];
+    if (ra > 1) dims[r++] = A.dims[A.rank - 2];
+    if (rb > 1) dims[r++] = B.dims[B.rank - 1];
     if (r > CK_MAX_RANK) return node_err(d, n, CK_ERR_UNSUPPORTED, "result rank exceeds %d", CK_MAX_RANK);
     if (!check_dtype_float(n, 0, d)) return CK_ERR_UNSUPPORTED;
-    set_out(n, 0, a->dtype, r, dims);
+    const int64_t *py = perm_attr(n, CK_PERM_Y, r);
+    if (py) {
+        int64_t t[CK_MAX_RANK];
+        for (int k = 0; k < r; k++) t[k] = dims[py[k]];
+        memcpy(dims, t, sizeof(int64_t) * (size_t)r);
+    }
+    set_out(n, 0, n->in[0]->dtype, r, dims);
     return CK_OK;
+}
+
+bool ck_matmul_layout_of(const ck_node *n, ck_matmul_layout *L) {
+    ck_value A, B;
+    int64_t sa[CK_MAX_RANK + 1], sb[CK_MAX_RANK + 1];
+    matmul_operand(n, 0, &A, sa);
+    matmul_operand(n, 1, &B, sb);
+    if (A.rank == 1) { /* (K) -> (1, K) */
+        A.rank = 2, A.dims[1] = A.dims[0], A.dims[0] = 1;
+        sa[1] = 1, sa[0] = A.dims[1];
+    }
+    if (B.rank == 1) { /* (K) -> (K, 1) */
+        B.rank = 2, B.dims[1] = 1;
+        sb[1] = 1, sb[0] = 1;
+    }
+    memset(L, 0, sizeof *L);
+    L->M = A.dims[A.rank - 2], L->K = A.dims[A.rank - 1], L->N = B.dims[B.rank - 1];
+    L->brank = (A.rank > B.rank ? A.rank : B.rank) - 2;
+    /* each operand: unit stride along its columns (as stored), or along its rows (transposed) */
+    const ck_value *ops[2] = {&A, &B};
+    const int64_t *st[2] = {sa, sb};
+    int64_t *bs[2] = {L->sa, L->sb}, *ld[2] = {&L->lda, &L->ldb}, cols[2] = {L->K, L->N}, rows[2] = {L->M, L->K};
+    int *tr[2] = {&L->ta, &L->tb};
+    for (int o = 0; o < 2; o++) {
+        const ck_value *v = ops[o];
+        int r = v->rank;
+        int64_t rs = st[o][r - 2], cs = st[o][r - 1];
+        if (cs == 1 && rs >= (cols[o] > 1 ? cols[o] : 1)) *tr[o] = 0, *ld[o] = rs;
+        else if (rs == 1 && cs >= (rows[o] > 1 ? rows[o] : 1)) *tr[o] = 1, *ld[o] = cs;
+        else return false;
+        for (int k = L->brank - 1; k >= 0; k--) {
+            int vk = k - (L->brank - (r - 2));
+            bs[o][k] = vk < 0 || v->dims[vk] == 1 ? 0 : st[o][vk];
+        }
+    }
+    for (int k = 0; k < L->brank; k++) { /* broadcast: a missing or size-1 axis takes the other's size */
+        int ka = k - (L->brank - (A.rank - 2)), kb = k - (L->brank - (B.rank - 2));
+        int64_t da = ka >= 0 ? A.dims[ka] : 1, db = kb >= 0 ? B.dims[kb] : 1;
+        L->bdims[k] = da == 1 ? db : da;
+    }
+    /* the result (bdims..., M, N): contiguous, or out[0] = it transposed by CK_PERM_Y */
+    int ry = L->brank + 2;
+    int64_t ys[CK_MAX_RANK + 2], s = 1;
+    const ck_value *y = n->out[0];
+    const int64_t *py = y->rank == ry ? perm_attr(n, CK_PERM_Y, ry) : NULL;
+    if (py) {
+        for (int k = ry - 1; k >= 0; k--) ys[py[k]] = s, s *= y->dims[k] > 1 ? y->dims[k] : 1;
+    } else {
+        int64_t yd[CK_MAX_RANK + 2];
+        memcpy(yd, L->bdims, sizeof(int64_t) * (size_t)L->brank);
+        yd[ry - 2] = L->M, yd[ry - 1] = L->N;
+        for (int k = ry - 1; k >= 0; k--) ys[k] = s, s *= yd[k] > 1 ? yd[k] : 1;
+    }
+    if (ys[ry - 1] != 1 || ys[ry - 2] < (L->N > 1 ? L->N : 1)) return false;
+    L->ldc = ys[ry - 2];
+    for (int k = 0; k < L->brank; k++) L->sy[k] = ys[k];
+    return true;
 }
 
 /* ---------------------------------------------------------------- normalization, dropout */

@@ -68,6 +68,8 @@ typedef struct ck_options {
     double clip_grad_norm;
     /* --no-fuse: no elementwise fusion (fuse.c); every node runs its own kernel */
     bool no_fuse;
+    /* --no-fold-transposes: every Transpose a copy (fold_transpose.c does nothing) */
+    bool no_fold;
 } ck_options;
 
 /* PyTorch's defaults (torch.optim.SGD / AdamW) */
@@ -109,6 +111,11 @@ ck_status ck_pass_early_update(ck_graph *g, const ck_options *o, ck_diag *d);
  * communication staging) started right after the bucket's last gradient (o->dp_overlap) or after
  * the backward, and a ckptc.GradAllReduceWait before the updates that read the bucket. */
 ck_status ck_pass_data_parallel(ck_graph *g, const ck_options *o, ck_diag *d);
+
+/* Transposes next to a MatMul become its operands' or result's strides (fold_transpose.c): on
+ * the final graph, in every plan try, before fusion; never raises the live bytes at any step.
+ * Nothing with o->no_fold. */
+ck_status ck_pass_fold_transposes(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* Elementwise fusion (fuse.c): chains of float elementwise nodes on the final graph become
  * ckptc.Fused nodes, and the intermediates only a chain reads leave the graph (no arena bytes).

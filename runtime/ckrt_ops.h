@@ -106,10 +106,15 @@ int ckrt_global_avg_pool(ckrt_ctx *c, float *y, const float *x, int64_t nc, int6
 int ckrt_gemm(ckrt_ctx *c, float *y, const float *a, const float *b, const float *cm, int64_t M, int64_t N, int64_t K,
               int trans_a, int trans_b, float alpha, float beta, int64_t cm_rows, int64_t cm_cols);
 
-/* Batched y[bi] (M,N) = a[bi] (M,K) @ b[bi] (K,N) over the batch dims `bdims` (brank of them);
- * a_bstrides/b_bstrides: element strides of each batch axis in a/b, 0 where broadcast. */
+/* Batched y[bi] (M,N) = op(a[bi]) (M,K) @ op(b[bi]) (K,N) over the batch dims `bdims` (brank of
+ * them); a_bstrides/b_bstrides/y_bstrides: element strides of each batch axis in a/b/y, 0 where
+ * broadcast (never in y). op(a) is a, rows lda apart, or (ta) a stored (K,M) with rows lda apart;
+ * likewise b with tb and ldb; y's rows are ldc apart. A plain MatMul is ta = tb = 0, lda = K,
+ * ldb = N, ldc = N and contiguous batches; a transposed operand or result read or written in
+ * place (ck_ir.h's CK_PERM_*) has other strides. */
 int ckrt_matmul(ckrt_ctx *c, float *y, const float *a, const float *b, int64_t M, int64_t N, int64_t K, int brank,
-                const int64_t *bdims, const int64_t *a_bstrides, const int64_t *b_bstrides);
+                const int64_t *bdims, const int64_t *a_bstrides, const int64_t *b_bstrides, const int64_t *y_bstrides,
+                int ta, int64_t lda, int tb, int64_t ldb, int64_t ldc);
 
 /* x: (N, C, in_sp...), w: (M, C/group, k...), b: (M) or NULL, y: (N, M, out_sp...); nsp spatial
  * axes; pads_begin per axis (the end pads follow from out_sp). Lowered per image and group to

@@ -45,41 +45,48 @@ typedef struct {
     const float *a, *b;
     int64_t M, N, K;
     int brank;
-    const int64_t *bdims, *a_bstrides, *b_bstrides;
+    const int64_t *bdims, *a_bstrides, *b_bstrides, *y_bstrides;
+    int ta, tb;
+    int64_t lda, ldb, ldc;
 } matmul_job;
 
 /* batch entries [b0, b1), each one uncut GEMM (a call from a pool thread runs inline) */
 static void matmul_entries(void *arg, int64_t b0, int64_t b1) {
     const matmul_job *j = arg;
     for (int64_t bi = b0; bi < b1; bi++) {
-        ckrt_sgemm(false, false, j->M, j->N, j->K, 1.0f, j->a + ck_k_offset(bi, j->brank, j->bdims, j->a_bstrides), j->K,
-                   j->b + ck_k_offset(bi, j->brank, j->bdims, j->b_bstrides), j->N, 0.0f, j->y + bi * j->M * j->N, j->N);
+        ckrt_sgemm(j->ta, j->tb, j->M, j->N, j->K, 1.0f, j->a + ck_k_offset(bi, j->brank, j->bdims, j->a_bstrides), j->lda,
+                   j->b + ck_k_offset(bi, j->brank, j->bdims, j->b_bstrides), j->ldb, 0.0f,
+                   j->y + ck_k_offset(bi, j->brank, j->bdims, j->y_bstrides), j->ldc);
     }
 }
 
 int ckrt_matmul(ckrt_ctx *c, float *y, const float *a, const float *b, int64_t M, int64_t N, int64_t K, int brank,
-                const int64_t *bdims, const int64_t *a_bstrides, const int64_t *b_bstrides) {
+                const int64_t *bdims, const int64_t *a_bstrides, const int64_t *b_bstrides, const int64_t *y_bstrides,
+                int ta, int64_t lda, int tb, int64_t ldb, int64_t ldc) {
+    (void)c;
     int64_t batch = 1;
     for (int k = 0; k < brank; k++) batch *= bdims[k];
     if (batch == 0 || M == 0 || N == 0) return CKRT_OK;
-    /* b shared by the whole batch and a contiguous over it (x @ W): one GEMM of batch*M rows */
-    bool b_shared = true, a_packed = true;
-    int64_t s = M * K;
-    for (int k = brank - 1; k >= 0; k--) {
-        b_shared = b_shared && (b_bstrides[k] == 0 || bdims[k] == 1);
-        a_packed = a_packed && (a_bstrides[k] == s || bdims[k] == 1);
-        s *= bdims[k];
-    }
-    if (b_shared && a_packed && batch > 1) {
-        M *= batch;
-        batch = 1;
-    }
-    if (batch == 1) return ckrt_gemm(c, y, a, b, NULL, M, N, K, 0, 0, 1.0f, 0.0f, 0, 0);
     if (K == 0) {
-        memset(y, 0, sizeof(float) * (size_t)(batch * M * N));
+        for (int64_t bi = 0; bi < batch; bi++)
+            for (int64_t i = 0; i < M; i++)
+                memset(y + ck_k_offset(bi, brank, bdims, y_bstrides) + i * ldc, 0, sizeof(float) * (size_t)N);
         return CKRT_OK;
     }
-    matmul_job j = {y, a, b, M, N, K, brank, bdims, a_bstrides, b_bstrides};
+    /* b shared by the whole batch, and a's and y's rows evenly spaced across it (x @ W): one GEMM
+     * of batch*M rows */
+    bool rows = !ta;
+    int64_t s = M;
+    for (int k = brank - 1; k >= 0; k--) {
+        if (bdims[k] == 1) continue;
+        rows = rows && b_bstrides[k] == 0 && a_bstrides[k] == s * lda && y_bstrides[k] == s * ldc;
+        s *= bdims[k];
+    }
+    if (batch == 1 || rows) {
+        ckrt_sgemm_cut(ta, tb, M * batch, N, K, 1.0f, a, lda, b, ldb, 0.0f, y, ldc);
+        return CKRT_OK;
+    }
+    matmul_job j = {y, a, b, M, N, K, brank, bdims, a_bstrides, b_bstrides, y_bstrides, ta, tb, lda, ldb, ldc};
     ckrt_parallel_for(batch, 1, matmul_entries, &j);
     return CKRT_OK;
 }

@@ -273,21 +273,30 @@ static int flat_stride(int brank, const int64_t *bdims, const int64_t *st, int64
 }
 
 static int cu_matmul(ckrt_ctx *c, float *y, const float *a, const float *b, int64_t M, int64_t N, int64_t K, int brank,
-                     const int64_t *bdims, const int64_t *a_bstrides, const int64_t *b_bstrides) {
+                     const int64_t *bdims, const int64_t *a_bstrides, const int64_t *b_bstrides, const int64_t *y_bstrides,
+                     int ta, int64_t lda, int tb, int64_t ldb, int64_t ldc) {
     int64_t batch = prod(brank, bdims);
     if (batch == 0 || M == 0 || N == 0) return CKRT_OK;
     ckrt_dptr Y = P(y), A = P(a), B = P(b);
-    if (K == 0) return ckrt_cu_memset0(c, Y, batch * M * N * 4);
-    int64_t sa = 0, sb = 0;
-    if (flat_stride(brank, bdims, a_bstrides, &sa) && flat_stride(brank, bdims, b_bstrides, &sb)) {
-        if (sb == 0 && (sa == M * K || batch == 1)) /* x @ W: one product of batch*M rows */
-            return row_gemm(c, 0, 0, batch * M, N, K, 1.0f, A, 0, B, 0, 0.0f, Y, 0, 1);
-        return row_gemm(c, 0, 0, M, N, K, 1.0f, A, sa, B, sb, 0.0f, Y, M * N, batch);
+    int64_t sa = 0, sb = 0, sy = 0;
+    bool flat_y = flat_stride(brank, bdims, y_bstrides, &sy);
+    if (K == 0) { /* an empty sum: y's rows are zeros */
+        if (flat_y && ldc == N && (sy == M * N || batch == 1)) return ckrt_cu_memset0(c, Y, batch * M * N * 4);
+        for (int64_t bi = 0; bi < batch; bi++)
+            for (int64_t i = 0; i < M; i++)
+                CKRT_TRY(ckrt_cu_memset0(c, Y + 4 * (ckrt_dptr)(ck_k_offset(bi, brank, bdims, y_bstrides) + i * ldc), N * 4));
+        return CKRT_OK;
+    }
+    /* row-major y = op(a) op(b) is column-major y^T = op(b)^T op(a)^T */
+    if (flat_y && flat_stride(brank, bdims, a_bstrides, &sa) && flat_stride(brank, bdims, b_bstrides, &sb)) {
+        if (!ta && sb == 0 && ((sa == M * lda && sy == M * ldc) || batch == 1)) /* x @ W: one product of batch*M rows */
+            return ckrt_cu_gemm(c, tb, ta, N, batch * M, K, 1.0f, B, ldb, 0, A, lda, 0, 0.0f, Y, ldc, 0, 1);
+        return ckrt_cu_gemm(c, tb, ta, N, M, K, 1.0f, B, ldb, sb, A, lda, sa, 0.0f, Y, ldc, sy, batch);
     }
     for (int64_t bi = 0; bi < batch; bi++)
-        CKRT_TRY(row_gemm(c, 0, 0, M, N, K, 1.0f, A + 4 * (ckrt_dptr)ck_k_offset(bi, brank, bdims, a_bstrides), 0,
-                          B + 4 * (ckrt_dptr)ck_k_offset(bi, brank, bdims, b_bstrides), 0, 0.0f, Y + 4 * (ckrt_dptr)(bi * M * N),
-                          0, 1));
+        CKRT_TRY(ckrt_cu_gemm(c, tb, ta, N, M, K, 1.0f, B + 4 * (ckrt_dptr)ck_k_offset(bi, brank, bdims, b_bstrides), ldb, 0,
+                              A + 4 * (ckrt_dptr)ck_k_offset(bi, brank, bdims, a_bstrides), lda, 0, 0.0f,
+                              Y + 4 * (ckrt_dptr)ck_k_offset(bi, brank, bdims, y_bstrides), ldc, 0, 1));
     return CKRT_OK;
 }
 

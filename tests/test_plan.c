@@ -336,6 +336,7 @@ static ck_graph *build_train(const char *path, const ck_load_options *lo, const 
     ck_assert_int_eq(ck_pass_checkpoint(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_data_parallel(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_early_update(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_fold_transposes(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_fuse(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_plan(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_graph_verify(g, &d), CK_OK);
@@ -756,6 +757,7 @@ START_TEST(clones_plan_like_a_fresh_load) {
                 ck_assert_int_eq(ck_pass_checkpoint(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_pass_data_parallel(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_pass_early_update(c, &o, &d), CK_OK);
+                ck_assert_int_eq(ck_pass_fold_transposes(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_pass_fuse(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_pass_plan(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_graph_verify(c, &d), CK_OK);
