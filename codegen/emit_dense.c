@@ -40,7 +40,8 @@ ck_status ck_emit_gemm(ck_emit *e, const ck_node *n) {
  * the batch dims broadcast, each operand's batch strides being 0 on its broadcast axes. An
  * operand the fold reads through a permutation (ck_ir.h, CK_PERM_A/B) is passed as it lies, with
  * its rows' stride and whether it is stored transposed; a result written transposed (CK_PERM_Y)
- * with its rows' and batch strides in out[0]. ck_matmul_layout_of works all of it out. */
+ * with its rows' and batch strides in out[0] (as y^T = b^T a^T, operands swapped, when its rows
+ * are the contiguous axis there). ck_matmul_layout_of works all of it out. */
 ck_status ck_emit_matmul(ck_emit *e, const ck_node *n) {
     const ck_value *a = n->in[0], *b = n->in[1], *y = n->out[0];
     if (ck_emit_want_dtype(e, n, a, "input", f32_only) || ck_emit_want_dtype(e, n, b, "input", f32_only))
@@ -51,9 +52,9 @@ ck_status ck_emit_matmul(ck_emit *e, const ck_node *n) {
     ck_emit_printf(e, ", ");
     ck_emit_ptr(e, y, false);
     ck_emit_printf(e, ", ");
-    ck_emit_ptr(e, a, true);
+    ck_emit_ptr(e, L.swap ? b : a, true);
     ck_emit_printf(e, ", ");
-    ck_emit_ptr(e, b, true);
+    ck_emit_ptr(e, L.swap ? a : b, true);
     ck_emit_printf(e, ", %lld, %lld, %lld, %d, ", (long long)L.M, (long long)L.N, (long long)L.K, L.brank);
     ck_emit_i64s(e, L.brank, L.bdims);
     ck_emit_printf(e, ", ");

@@ -396,12 +396,14 @@ const char *ck_attr_str(const ck_node *n, const char *name, const char *dflt);
 #define CK_PERM_Y "ckptc.perm_y"
 /* A MatMul node's GEMMs, row-major: for each batch entry (bdims, brank of them; a/b/y element
  * strides per batch axis, 0 where broadcast) y (M,N) = op(a) (M,K) @ op(b) (K,N), op(a) = a
- * (lda apart rows) or, ta, a stored (K,M) with lda apart rows; likewise b; y's rows ldc apart. */
+ * (lda apart rows) or, ta, a stored (K,M) with lda apart rows; likewise b; y's rows ldc apart.
+ * a is in[0] and b in[1]; with swap, a is in[1] and b in[0]: a result written transposed whose
+ * rows, not columns, are contiguous is computed as y^T = op(in[1])^T op(in[0])^T. */
 typedef struct ck_matmul_layout {
     int64_t M, N, K;
     int brank;
     int64_t bdims[CK_MAX_RANK], sa[CK_MAX_RANK], sb[CK_MAX_RANK], sy[CK_MAX_RANK];
-    int ta, tb;
+    int ta, tb, swap;
     int64_t lda, ldb, ldc;
 } ck_matmul_layout;
 /* n's layout; false when a permutation leaves an operand or the result without a unit stride on

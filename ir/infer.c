@@ -378,9 +378,21 @@ bool ck_matmul_layout_of(const ck_node *n, ck_matmul_layout *L) {
         yd[ry - 2] = L->M, yd[ry - 1] = L->N;
         for (int k = ry - 1; k >= 0; k--) ys[k] = s, s *= yd[k] > 1 ? yd[k] : 1;
     }
-    if (ys[ry - 1] != 1 || ys[ry - 2] < (L->N > 1 ? L->N : 1)) return false;
-    L->ldc = ys[ry - 2];
     for (int k = 0; k < L->brank; k++) L->sy[k] = ys[k];
+    if (ys[ry - 1] == 1 && ys[ry - 2] >= (L->N > 1 ? L->N : 1)) {
+        L->ldc = ys[ry - 2];
+        return true;
+    }
+    if (ys[ry - 2] != 1 || ys[ry - 1] < (L->M > 1 ? L->M : 1)) return false;
+    /* y's rows contiguous: y^T (N,M) = op(b)^T op(a)^T, its rows ys[ry - 1] apart */
+    int64_t t, ts[CK_MAX_RANK];
+    int tt;
+    t = L->M, L->M = L->N, L->N = t;
+    tt = L->ta, L->ta = !L->tb, L->tb = !tt;
+    t = L->lda, L->lda = L->ldb, L->ldb = t;
+    memcpy(ts, L->sa, sizeof ts), memcpy(L->sa, L->sb, sizeof ts), memcpy(L->sb, ts, sizeof ts);
+    L->ldc = ys[ry - 1];
+    L->swap = 1;
     return true;
 }
 
