@@ -203,6 +203,7 @@ ck_status ck_compile(const char *path, const ck_load_options *lo, const ck_optio
     char warning[2048];
     if (!st && !o->infer && ck_trainable_warning(g, warning, sizeof warning)) fprintf(stderr, "ckptc: warning: %s\n", warning);
     if (!st && !o->infer) st = ck_pass_optimizer(g, o, d);
+    if (!st) st = ck_pass_fold_transposes(g, o, d);
     /* checkpoint -> data_parallel -> early_update -> codegen check -> plan, once or per try */
     if (!st) st = ck_plan_search(&g, o, ck_codegen_check, &notes, d);
     for (int i = 0; i < notes.n; i++) printf("%s\n", notes.msg[i]);

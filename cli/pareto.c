@@ -28,6 +28,7 @@ static ck_graph *trained_graph(const char *path, const ck_load_options *lo, cons
     if (!st) st = ck_pass_loss(g, o, d);
     if (!st) st = ck_pass_autodiff(g, o, d);
     if (!st) st = ck_pass_optimizer(g, o, d);
+    if (!st) st = ck_pass_fold_transposes(g, o, d);
     if (st) {
         ck_graph_free(g);
         return NULL;

@@ -334,7 +334,7 @@ bool ck_matmul_layout_of(const ck_node *n, ck_matmul_layout *L) {
     matmul_operand(n, 1, &B, sb);
     if (A.rank == 1) { /* (K) -> (1, K) */
         A.rank = 2, A.dims[1] = A.dims[0], A.dims[0] = 1;
-        sa[1] = 1, sa[0] = A.dims[1];
+        sa[1] = 1, sa[0] = A.dims[1] > 1 ? A.dims[1] : 1; /* empty: as if 1 */
     }
     if (B.rank == 1) { /* (K) -> (K, 1) */
         B.rank = 2, B.dims[1] = 1;

@@ -113,8 +113,9 @@ ck_status ck_pass_early_update(ck_graph *g, const ck_options *o, ck_diag *d);
 ck_status ck_pass_data_parallel(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* Transposes next to a MatMul become its operands' or result's strides (fold_transpose.c): on
- * the final graph, in every plan try, before fusion; never raises the live bytes at any step.
- * Nothing with o->no_fold. */
+ * the trained graph (after ck_pass_optimizer; after ck_pass_lower with --infer), before the plan
+ * search, so that every policy runs the same GEMMs; never raises the live bytes at any step of
+ * that graph. Nothing with o->no_fold. */
 ck_status ck_pass_fold_transposes(ck_graph *g, const ck_options *o, ck_diag *d);
 
 /* Elementwise fusion (fuse.c): chains of float elementwise nodes on the final graph become

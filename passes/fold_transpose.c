@@ -11,18 +11,24 @@
  * through CK_PERM_Y, when the result's columns stay contiguous there.
  *
  * Memory: a Transpose is folded away only when every reader of its output is folded with it (a
- * MatMul reading through it, or a Transpose folded away in turn), so it always disappears. The
- * source then lives up to the last of those readers: across steps where the copy, of the same
- * bytes, lived before. So the live bytes never rise at any step. A source whose bytes something
+ * MatMul reading through it, or a Transpose folded away in turn) and no MatMul's fold stops at
+ * its output, so it always disappears. The source then lives up to the last of those readers:
+ * across steps where the copy, of the same bytes, lived before. So the live bytes of the graph
+ * it runs on (the schedule `none` plans) never rise at any step; a checkpointed plan keeps or
+ * recomputes the sources where it kept or recomputed the copies. A source whose bytes something
  * overwrites in place (a parameter, its gradient, optimizer state) is never read later than it
  * was, and one in the host pool (offloaded) is left alone.
  *
- * Where it runs: in every plan try (search.c's plan_passes), after checkpoint, data parallel and
- * early updates, before fusion and the plan, so it sees recompute clones and the whole backward.
- * --no-fold-transposes turns it off. It does not depend on --no-fuse: the GEMMs are the same with or without chains, which keeps
- * fused and unfused programs bit-identical. The product's bits can differ from the unfolded
- * graph's (the GEMM library may sum a transposed operand in another order), but every policy
- * and thread count runs the same folded GEMMs, so they stay bit-identical to each other.
+ * Where it runs: on the trained graph (after autodiff and the optimizer; after lowering with
+ * --infer), before the plan search, so it sees the whole backward, and every policy starts from
+ * the same folded graph: a recompute clone of a MatMul copies its permutations (checkpoint.c),
+ * so each policy runs the very GEMMs `none` runs. Deciding per policy instead would let a clone
+ * fold where the forward node did not (its Transpose has other readers), and a transposed
+ * operand may be summed in another order by the GEMM library: the bits would differ.
+ * --no-fold-transposes turns it off. It does not depend on --no-fuse: the GEMMs are the same
+ * with or without chains, which keeps fused and unfused programs bit-identical. The product's
+ * bits can differ from the unfolded graph's, but every policy and thread count runs the same
+ * folded GEMMs, so they stay bit-identical to each other.
  */
 #include "ck_passes.h"
 
@@ -237,6 +243,16 @@ static void fold_reads(folder *f) {
                 f->depth[i * 2 + s] = is_matmul(g->nodes[i]) ? resolve(f, g->nodes[i], s, chain, &src, perm) : 0;
         for (int i = 0; i < n; i++)
             if (f->removable[i] && !all_readers_fold(f, i)) f->removable[i] = false, changed = true;
+        /* a MatMul whose fold stops at a removable Transpose's output would keep that Transpose
+         * alive beside the source another MatMul folds through to: it stays then */
+        for (int i = 0; i < n; i++)
+            for (int s = 0; s < 2; s++) {
+                if (!f->depth[i * 2 + s]) continue;
+                const ck_value *v = g->nodes[i]->in[s];
+                for (int dd = 0; dd < f->depth[i * 2 + s]; dd++) v = v->producer->in[0];
+                int ti = is_transpose(v->producer) ? index_of(f, v->producer) : -1;
+                if (ti >= 0 && f->removable[ti]) f->removable[ti] = false, changed = true;
+            }
     }
     bool any = false;
     for (int i = 0; i < n; i++)

@@ -81,7 +81,6 @@ static ck_status plan_passes(const search *s, ck_graph *g, const ck_options *o, 
     if (!st && !o->infer) st = ck_pass_data_parallel(g, o, d);
     if (!st && !o->infer) st = ck_pass_early_update(g, o, d);
     if (!st) st = ck_graph_verify(g, d);
-    if (!st) st = ck_pass_fold_transposes(g, o, d);
     if (!st && s->check) st = s->check(g, o, d); /* reject what cannot run before any planning */
     if (!st) st = fuse_and_plan(g, o, d);
     if (!st) st = ck_pass_conv_lanes(g, o, d); /* part of every plan, so that tries compare alike */

@@ -21,6 +21,7 @@ static ck_graph *trained_graph(const char *path, const ck_load_options *lo, cons
     ck_assert_int_eq(ck_pass_loss(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_autodiff(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_optimizer(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_fold_transposes(g, o, &d), CK_OK);
     ck_diag_clear(&d);
     return g;
 }

@@ -333,10 +333,10 @@ static ck_graph *build_train(const char *path, const ck_load_options *lo, const 
     ck_assert_int_eq(ck_pass_loss(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_autodiff(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_optimizer(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_fold_transposes(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_checkpoint(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_data_parallel(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_early_update(g, o, &d), CK_OK);
-    ck_assert_int_eq(ck_pass_fold_transposes(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_fuse(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_plan(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_graph_verify(g, &d), CK_OK);
@@ -576,7 +576,7 @@ START_TEST(data_parallel_buckets) {
 }
 END_TEST
 
-/* The graph load -> lower -> loss -> autodiff -> optimizer leaves: what the plan search clones. */
+/* The graph load -> lower -> loss -> autodiff -> optimizer -> transpose fold leaves: what the plan search clones. */
 static ck_graph *build_trained(const char *path, const ck_load_options *lo, const ck_options *o) {
     ck_diag d = {0};
     ck_graph *g = NULL;
@@ -585,6 +585,7 @@ static ck_graph *build_trained(const char *path, const ck_load_options *lo, cons
     ck_assert_int_eq(ck_pass_loss(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_autodiff(g, o, &d), CK_OK);
     ck_assert_int_eq(ck_pass_optimizer(g, o, &d), CK_OK);
+    ck_assert_int_eq(ck_pass_fold_transposes(g, o, &d), CK_OK);
     ck_diag_clear(&d);
     return g;
 }
@@ -757,7 +758,6 @@ START_TEST(clones_plan_like_a_fresh_load) {
                 ck_assert_int_eq(ck_pass_checkpoint(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_pass_data_parallel(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_pass_early_update(c, &o, &d), CK_OK);
-                ck_assert_int_eq(ck_pass_fold_transposes(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_pass_fuse(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_pass_plan(c, &o, &d), CK_OK);
                 ck_assert_int_eq(ck_graph_verify(c, &d), CK_OK);
