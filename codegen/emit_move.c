@@ -86,8 +86,7 @@ ck_status ck_emit_transpose(ck_emit *e, const ck_node *n) {
     const ck_value *x = n->in[0], *y = n->out[0];
     if (ck_emit_want_dtype(e, n, x, "input", any_dtype)) return CK_ERR_UNSUPPORTED;
     int64_t xs[CK_MAX_RANK], s[CK_MAX_RANK], perm[CK_MAX_RANK];
-    const ck_attr *pa = ck_attr_find(n, "perm");
-    for (int i = 0; i < x->rank; i++) perm[i] = pa && pa->n == x->rank ? pa->ints[i] : x->rank - 1 - i;
+    ck_transpose_perm(n, perm);
     contiguous_strides(x, xs);
     for (int i = 0; i < y->rank; i++) s[i] = xs[perm[i]];
     emit_strided_copy(e, y, x, s, 0);

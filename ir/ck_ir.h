@@ -431,6 +431,8 @@ typedef struct ck_rnn_info {
     int64_t seq, batch, input, hidden;
 } ck_rnn_info;
 ck_status ck_rnn_params(const ck_node *n, ck_rnn_info *r, ck_diag *d);
+/* A Transpose's permutation: its perm attribute, or the reversal of the axes when absent. */
+void ck_transpose_perm(const ck_node *n, int64_t *perm);
 /* Shape's [lo, hi) dims range after clamping its start/end attributes. */
 void ck_shape_range(const ck_node *n, int64_t *lo, int64_t *hi);
 

@@ -699,6 +699,12 @@ ck_status ck_infer_reshape(ck_node *n, ck_diag *d) {
     return CK_OK;
 }
 
+void ck_transpose_perm(const ck_node *n, int64_t *perm) {
+    const ck_attr *a = ck_attr_find(n, "perm");
+    int r = n->in[0]->rank;
+    for (int i = 0; i < r; i++) perm[i] = a && a->n == r ? a->ints[i] : r - 1 - i;
+}
+
 ck_status ck_infer_transpose(ck_node *n, ck_diag *d) {
     const ck_value *x = n->in[0];
     int64_t perm[CK_MAX_RANK];

@@ -445,8 +445,7 @@ static ck_status ck_grad_transpose(ck_ad *a, ck_node *n, ck_value **dy, ck_value
     if (!wants(a, n, 0)) return CK_OK;
     int r = n->in[0]->rank;
     int64_t perm[CK_MAX_RANK], inv[CK_MAX_RANK];
-    const ck_attr *p = ck_attr_find(n, "perm");
-    for (int i = 0; i < r; i++) perm[i] = p ? p->ints[i] : r - 1 - i;
+    ck_transpose_perm(n, perm);
     for (int i = 0; i < r; i++) inv[perm[i]] = i;
     ck_node *t = node(a, CK_OP_TRANSPOSE, 1, &dy[0], 1);
     attr_is(a, t, "perm", r, inv);

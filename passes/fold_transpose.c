@@ -60,12 +60,6 @@ static bool is_matmul(const ck_node *n) {
            n->in[0]->rank >= 2 && n->in[1]->rank >= 2;
 }
 
-static void transpose_perm(const ck_node *t, int64_t *perm) {
-    const ck_attr *a = ck_attr_find(t, "perm");
-    int r = t->in[0]->rank;
-    for (int i = 0; i < r; i++) perm[i] = a && a->n == r ? a->ints[i] : r - 1 - i;
-}
-
 /* The schedule index of n, or -1. */
 static int index_of(const folder *f, const ck_node *n) {
     return n->id >= 0 && n->id <= f->g->next_node_id && f->g->nodes[f->index[n->id]] == n ? f->index[n->id] : -1;
@@ -152,10 +146,10 @@ static void current_perm(const ck_node *m, int slot, int64_t *perm) {
     for (int i = 0; i < r; i++) perm[i] = a && a->kind == CK_ATTR_INTS && a->n == r ? a->ints[i] : i;
 }
 
-/* Walks MatMul m's operand `slot` up its chain of Transposes, at most `limit` deep along
+/* Walks MatMul m's operand `slot` up its chain of Transposes, at most MAX_CHAIN deep along
  * removable ones; returns the deepest depth with a layout (0: none), its source and
- * permutation, and the chain's nodes. */
-static int resolve(const folder *f, const ck_node *m, int slot, ck_node **chain, ck_value **src, int64_t *perm) {
+ * permutation. */
+static int resolve(const folder *f, const ck_node *m, int slot, ck_value **src, int64_t *perm) {
     int64_t p[CK_MAX_RANK];
     current_perm(m, slot, p);
     ck_value *v = m->in[slot];
@@ -165,10 +159,10 @@ static int resolve(const folder *f, const ck_node *m, int slot, ck_node **chain,
         int ti = index_of(f, t);
         if (ti < 0 || !f->removable[ti]) break;
         int64_t q[CK_MAX_RANK], c[CK_MAX_RANK];
-        transpose_perm(t, q);
+        ck_transpose_perm(t, q);
         for (int i = 0; i < v->rank; i++) c[i] = q[p[i]];
         memcpy(p, c, sizeof(int64_t) * (size_t)v->rank);
-        chain[d++] = t;
+        d++;
         v = t->in[0];
         if (!f->no_source[v->id] && layout_ok(m, slot, v, p, NULL, NULL)) {
             best = d;
@@ -177,6 +171,17 @@ static int resolve(const folder *f, const ck_node *m, int slot, ck_node **chain,
         }
     }
     return best;
+}
+
+/* The value MatMul n's operand `slot` reads once `depth` Transposes up its chain are folded;
+ * *through (when given): whether t is one of them. */
+static const ck_value *folded_source(const ck_node *n, int slot, int depth, const ck_node *t, bool *through) {
+    const ck_value *v = n->in[slot];
+    for (int dd = 0; dd < depth && is_transpose(v->producer); dd++) {
+        if (through && v->producer == t) *through = true;
+        v = v->producer->in[0];
+    }
+    return v;
 }
 
 /* Is every reader of Transpose t's output folded with it? */
@@ -193,13 +198,8 @@ static bool all_readers_fold(const folder *f, int ti) {
         const ck_node *n = f->g->nodes[ni];
         if (is_transpose(n) && f->removable[ni]) continue;
         if (!is_matmul(n)) return false;
-        /* the operand's chain must pass through t within its depth */
-        const ck_value *v = n->in[slot];
-        bool through = false;
-        for (int dd = 0; dd < f->depth[ni * 2 + slot] && is_transpose(v->producer); dd++) {
-            if (v->producer == t) through = true;
-            v = v->producer->in[0];
-        }
+        bool through = false; /* the operand's chain must pass through t within its depth */
+        folded_source(n, slot, f->depth[ni * 2 + slot], t, &through);
         if (!through) return false;
     }
     return true;
@@ -233,14 +233,13 @@ static void fold_reads(folder *f) {
     ck_graph *g = f->g;
     int n = g->n_nodes;
     for (int i = 0; i < n; i++) f->removable[i] = is_transpose(g->nodes[i]) && g->nodes[i]->out[0]->dtype == CK_F32;
-    ck_node *chain[MAX_CHAIN];
     ck_value *src;
     int64_t perm[CK_MAX_RANK];
     for (bool changed = true; changed;) { /* removable only ever turns false: this ends */
         changed = false;
         for (int i = 0; i < n; i++)
             for (int s = 0; s < 2; s++)
-                f->depth[i * 2 + s] = is_matmul(g->nodes[i]) ? resolve(f, g->nodes[i], s, chain, &src, perm) : 0;
+                f->depth[i * 2 + s] = is_matmul(g->nodes[i]) ? resolve(f, g->nodes[i], s, &src, perm) : 0;
         for (int i = 0; i < n; i++)
             if (f->removable[i] && !all_readers_fold(f, i)) f->removable[i] = false, changed = true;
         /* a MatMul whose fold stops at a removable Transpose's output would keep that Transpose
@@ -248,8 +247,7 @@ static void fold_reads(folder *f) {
         for (int i = 0; i < n; i++)
             for (int s = 0; s < 2; s++) {
                 if (!f->depth[i * 2 + s]) continue;
-                const ck_value *v = g->nodes[i]->in[s];
-                for (int dd = 0; dd < f->depth[i * 2 + s]; dd++) v = v->producer->in[0];
+                const ck_value *v = folded_source(g->nodes[i], s, f->depth[i * 2 + s], NULL, NULL);
                 int ti = is_transpose(v->producer) ? index_of(f, v->producer) : -1;
                 if (ti >= 0 && f->removable[ti]) f->removable[ti] = false, changed = true;
             }
@@ -257,7 +255,7 @@ static void fold_reads(folder *f) {
     bool any = false;
     for (int i = 0; i < n; i++)
         for (int s = 0; s < 2; s++) {
-            if (!is_matmul(g->nodes[i]) || !resolve(f, g->nodes[i], s, chain, &src, perm)) continue;
+            if (!is_matmul(g->nodes[i]) || !resolve(f, g->nodes[i], s, &src, perm)) continue;
             set_perm(g, g->nodes[i], s ? CK_PERM_B : CK_PERM_A, src->rank, perm);
             g->nodes[i]->in[s] = src;
             any = true;
@@ -295,7 +293,7 @@ static void fold_writes(folder *f) {
         ck_node *t = g->nodes[e >> 1];
         if (!is_transpose(t) || drop[e >> 1] || t->out[0]->host) continue;
         int64_t perm[CK_MAX_RANK];
-        transpose_perm(t, perm);
+        ck_transpose_perm(t, perm);
         if (!layout_ok(m, 0, NULL, NULL, t->out[0], perm)) continue;
         set_perm(g, m, CK_PERM_Y, y->rank, perm);
         m->out[0] = t->out[0];

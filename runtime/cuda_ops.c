@@ -41,11 +41,18 @@ static int64_t prod(int n, const int64_t *v) {
     return p;
 }
 
-/* Row-major y (M, N) = alpha op(a) op(b) + beta y, batch entries `stride_*` elements apart:
- * cuBLAS (column-major) computes y^T = op(b)^T op(a)^T. */
+/* Row-major y (M, N) = alpha op(a) op(b) + beta y, rows lda/ldb/ldc apart, batch entries
+ * `s*` elements apart: cuBLAS (column-major) computes y^T = op(b)^T op(a)^T. */
+static int row_gemm_ld(ckrt_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, ckrt_dptr a, int64_t lda,
+                       int64_t sa, ckrt_dptr b, int64_t ldb, int64_t sb, float beta, ckrt_dptr y, int64_t ldc, int64_t sy,
+                       int64_t batch) {
+    return ckrt_cu_gemm(c, tb, ta, N, M, K, alpha, b, ldb, sb, a, lda, sa, beta, y, ldc, sy, batch);
+}
+
+/* row_gemm_ld on contiguous matrices */
 static int row_gemm(ckrt_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, ckrt_dptr a, int64_t sa,
                     ckrt_dptr b, int64_t sb, float beta, ckrt_dptr y, int64_t sy, int64_t batch) {
-    return ckrt_cu_gemm(c, tb, ta, N, M, K, alpha, b, tb ? K : N, sb, a, ta ? M : K, sa, beta, y, N, sy, batch);
+    return row_gemm_ld(c, ta, tb, M, N, K, alpha, a, ta ? M : K, sa, b, tb ? K : N, sb, beta, y, N, sy, batch);
 }
 
 /* ---------------------------------------------------------------- elementwise */
@@ -287,16 +294,15 @@ static int cu_matmul(ckrt_ctx *c, float *y, const float *a, const float *b, int6
                 CKRT_TRY(ckrt_cu_memset0(c, Y + 4 * (ckrt_dptr)(ck_k_offset(bi, brank, bdims, y_bstrides) + i * ldc), N * 4));
         return CKRT_OK;
     }
-    /* row-major y = op(a) op(b) is column-major y^T = op(b)^T op(a)^T */
     if (flat_y && flat_stride(brank, bdims, a_bstrides, &sa) && flat_stride(brank, bdims, b_bstrides, &sb)) {
         if (!ta && sb == 0 && ((sa == M * lda && sy == M * ldc) || batch == 1)) /* x @ W: one product of batch*M rows */
-            return ckrt_cu_gemm(c, tb, ta, N, batch * M, K, 1.0f, B, ldb, 0, A, lda, 0, 0.0f, Y, ldc, 0, 1);
-        return ckrt_cu_gemm(c, tb, ta, N, M, K, 1.0f, B, ldb, sb, A, lda, sa, 0.0f, Y, ldc, sy, batch);
+            return row_gemm_ld(c, ta, tb, batch * M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 0.0f, Y, ldc, 0, 1);
+        return row_gemm_ld(c, ta, tb, M, N, K, 1.0f, A, lda, sa, B, ldb, sb, 0.0f, Y, ldc, sy, batch);
     }
     for (int64_t bi = 0; bi < batch; bi++)
-        CKRT_TRY(ckrt_cu_gemm(c, tb, ta, N, M, K, 1.0f, B + 4 * (ckrt_dptr)ck_k_offset(bi, brank, bdims, b_bstrides), ldb, 0,
-                              A + 4 * (ckrt_dptr)ck_k_offset(bi, brank, bdims, a_bstrides), lda, 0, 0.0f,
-                              Y + 4 * (ckrt_dptr)ck_k_offset(bi, brank, bdims, y_bstrides), ldc, 0, 1));
+        CKRT_TRY(row_gemm_ld(c, ta, tb, M, N, K, 1.0f, A + 4 * (ckrt_dptr)ck_k_offset(bi, brank, bdims, a_bstrides), lda, 0,
+                             B + 4 * (ckrt_dptr)ck_k_offset(bi, brank, bdims, b_bstrides), ldb, 0, 0.0f,
+                             Y + 4 * (ckrt_dptr)ck_k_offset(bi, brank, bdims, y_bstrides), ldc, 0, 1));
     return CKRT_OK;
 }
 
