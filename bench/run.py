@@ -19,7 +19,8 @@
 #
 # ckptc variants: none, blocks, sqrt, budget at 50% and at 25% of none's activation bytes (the
 #   budget is none's planned peak minus 50% / 75% of its saved + transient activation bytes at
-#   the peak), blocks --offload, selective (op-level recompute) and blocks,selective.
+#   the peak), blocks --offload, selective (op-level recompute), blocks,selective, and blocks-max50
+#   (blocks --max-recompute=50%: the lowest peak that recomputes at most half the forward's FLOPs).
 # PyTorch variants (eager CPU, torch 1.13): eager; ckpt = torch.utils.checkpoint(block,
 #   use_reentrant=False) around every block; ckpt-sqrt = the same around runs of round(sqrt(L))
 #   blocks; save_on_cpu = torch.autograd.graph.save_on_cpu() around the step (on the CPU the saved
@@ -55,7 +56,7 @@ WORK = os.path.join(HERE, "work")
 MODELS = os.path.join(HERE, "models")
 ALL_MODELS = ["mlp16", "mlp64", "gpt4", "gpt8", "gpt12", "resnet18"]
 QUICK_MODELS = ["mlp16", "gpt4", "resnet18"]
-CK_VARIANTS = ["none", "blocks", "sqrt", "budget50", "budget25", "blocks+offload", "selective", "blocks,selective"]
+CK_VARIANTS = ["none", "blocks", "sqrt", "budget50", "budget25", "blocks+offload", "selective", "blocks,selective", "blocks-max50"]
 PT_VARIANTS = ["eager", "ckpt", "ckpt-sqrt", "save_on_cpu", "ckpt+save_on_cpu", "eager (default malloc)"]
 PT_DEFAULT_MALLOC = "eager (default malloc)"
 MATCH = {"none": "eager", "blocks": "ckpt", "sqrt": "ckpt-sqrt", "blocks+offload": "ckpt+save_on_cpu"}
@@ -213,8 +214,10 @@ def ckptc_variant(ck, name, variant, steps, budget=None):
     os.makedirs(os.path.dirname(d), exist_ok=True)
     args = [ck, os.path.join(MODELS, name + ".onnx"), "-o", d, "--optimizer=sgd", "--lr=%g" % LR]
     pol = {"none": "none", "blocks": "blocks", "sqrt": "sqrt", "blocks+offload": "blocks", "selective": "selective",
-           "blocks,selective": "blocks,selective"}.get(variant)
+           "blocks,selective": "blocks,selective", "blocks-max50": "blocks"}.get(variant)
     args.append("--checkpoint=%s" % (pol if pol else "budget:%d" % budget))
+    if variant == "blocks-max50":
+        args.append("--max-recompute=50%")
     if variant.endswith("+offload"):
         args.append("--offload")
     res = dict(system="ckptc", model=name, variant=variant, command=" ".join(os.path.relpath(a, ROOT) if a.startswith(ROOT) else a
@@ -549,11 +552,29 @@ def write_cpu_report(results, meta, path_md, path_json, path_svg):
           "for them is the mean of their three GEMM shapes; for the others the 1024x1024x256 GEMM). "
           "Each side is measured against the library it runs.")
         w("")
-    w("## Goals (issue 7)")
+    w("## Goals (issues 7 and 19)")
+    w("")
+    w("The FLOP floor of a checkpointed variant is its step FLOPs (recompute included) over none's: "
+      "the ratio its step cannot beat while every FLOP costs the same.")
     w("")
     w("| goal | model | figure | met |")
     w("|---|---|---|---|")
     ok = lambda x: "yes" if x else "**no**"  # noqa: E731
+    for m in models:  # issue 19
+        a, b = by.get(("ckptc", m, "none")), by.get(("pytorch", m, "eager"))
+        if a and b and "error" not in a and "error" not in b:
+            q = a["median_s"] / b["median_s"]
+            w("| ckptc none step <= PyTorch eager (%d thread%s) | %s | %.2fx | %s |" % (
+                meta.get("threads", 1), "" if meta.get("threads", 1) == 1 else "s", m, q, ok(q <= 1.0)))
+    for v in ("blocks", "blocks-max50"):
+        for m in models:
+            a, c = by.get(("ckptc", m, "none")), by.get(("ckptc", m, v))
+            if a and c and "error" not in a and "error" not in c:
+                q = c["median_s"] / a["median_s"]
+                w("| ckptc %s step <= 1.25x ckptc none | %s | %.2fx (FLOP floor %.2fx, recompute %.0f%% of the forward; "
+                  "peak %.1f vs none's %.1f MiB) | %s |" % (v, m, q, c["flops"] / a["flops"], 100 * c["recompute_flops"] /
+                                                           max(1, c["gemm_flops_forward"]), c["step_peak_bytes"] / MiB,
+                                                           a["step_peak_bytes"] / MiB, ok(q <= 1.25)))
     for m in models:
         a, b = by.get(("ckptc", m, "none")), by.get(("pytorch", m, "eager"))
         if m.startswith(("mlp", "gpt")) and a and b and "error" not in a and "error" not in b:

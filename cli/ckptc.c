@@ -95,6 +95,10 @@ static const char *usage_compile =
     "                           and attention products from them where that frees memory), or\n"
     "                           POLICY,selective (both, e.g. blocks,selective)\n"
     "  --block-regex REGEX      what names a block for --checkpoint=blocks (the matched text is the key)\n"
+    "  --max-recompute X        recompute at most X of the forward's FLOPs (0.75 or 75%): the policy's\n"
+    "                           lowest peak within that (blocks: per-unit segments instead of grouped\n"
+    "                           runs when those recompute more; then segments kept, not recomputed,\n"
+    "                           until within); trades memory for step time\n"
     "  --offload                keep the segments' checkpoints in a host pool, reloaded (one segment\n"
     "                           ahead) before their backward\n"
     "  --no-fuse                run every elementwise op as its own kernel (default: chains of float\n"
@@ -177,7 +181,8 @@ typedef struct compile_flags {
 } compile_flags;
 
 enum { O_LOSS = 1000, O_OUTPUT, O_LABEL, O_FREEZE, O_OPT, O_LR, O_MOM, O_WD, O_B1, O_B2, O_EPS, O_CKPT, O_BLOCK_RE, O_OFFLOAD,
-       O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET, O_DP_OVERLAP, O_UPDATE_AT_END, O_GRAD_ACCUM, O_CLIP, O_NO_FUSE, O_NO_FOLD };
+       O_PLAN_ONLY, O_EXPLAIN, O_BN_VAR, O_DP, O_DP_BUCKET, O_DP_OVERLAP, O_UPDATE_AT_END, O_GRAD_ACCUM, O_CLIP, O_NO_FUSE, O_NO_FOLD,
+       O_MAX_RECOMPUTE };
 static const struct option compile_opts[] = {{"out-dir", required_argument, 0, 'o'}, {"infer", no_argument, 0, 'I'},
                                              {"dim", required_argument, 0, 'd'}, {"disable-dropout", no_argument, 0, 'D'},
                                              {"loss", required_argument, 0, O_LOSS}, {"output", required_argument, 0, O_OUTPUT},
@@ -196,6 +201,7 @@ static const struct option compile_opts[] = {{"out-dir", required_argument, 0, '
                                              {"no-fuse", no_argument, 0, O_NO_FUSE},
                                              {"no-fold-transposes", no_argument, 0, O_NO_FOLD},
                                              {"clip-grad-norm", required_argument, 0, O_CLIP},
+                                             {"max-recompute", required_argument, 0, O_MAX_RECOMPUTE},
                                              {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
 
 /* --lr, --momentum, --weight-decay, --beta1, --beta2, --eps. Returns -1, or the exit status. */
@@ -320,6 +326,17 @@ static int set_flag(compile_flags *f, int c, const char *flag, const char *arg) 
         if (!parse_double(arg, 0.0, &o->clip_grad_norm) || !(o->clip_grad_norm > 0))
             return user_error("--clip-grad-norm '%s': expected a number > 0", arg);
         break;
+    case O_MAX_RECOMPUTE: {
+        /* a fraction of the forward's FLOPs (0.5) or a percentage (50%) */
+        char buf[64];
+        size_t n = strlen(arg);
+        bool pct = n > 0 && n < sizeof buf && arg[n - 1] == '%';
+        if (pct) memcpy(buf, arg, n - 1), buf[n - 1] = 0;
+        if (!parse_double(pct ? buf : arg, 0.0, &o->max_recompute) || !(o->max_recompute > 0))
+            return user_error("--max-recompute '%s': expected a fraction of the forward's FLOPs > 0, e.g. 0.75 or 75%%", arg);
+        if (pct) o->max_recompute /= 100.0;
+        break;
+    }
     case O_DP_BUCKET:
         if (!ckrt_parse_size(arg, &o->dp_bucket_bytes) || o->dp_bucket_bytes < 1024 || o->dp_bucket_bytes > (1ll << 30))
             return user_error("--dp-bucket '%s': expected a size from 1KiB to 1GiB, e.g. 25MiB", arg);
@@ -345,6 +362,9 @@ static int check_flags(compile_flags *f, int argc, char **argv) {
     if (o->infer && (o->grad_accum || o->clip_grad_norm > 0))
         return user_error("%s applies to training programs, not --infer", o->grad_accum ? "--grad-accum" : "--clip-grad-norm");
     if (o->clip_grad_norm > 0) o->update_at_end = true; /* the global norm needs every gradient first */
+    if (o->max_recompute > 0 && o->checkpoint == CK_CKPT_BUDGET)
+        return user_error("--max-recompute bounds the recompute of a segment policy; budget:SIZE already takes the least recompute within its size");
+    if (o->max_recompute > 0 && o->infer) return user_error("--max-recompute applies to training programs, not --infer");
     if (o->dp_bucket_bytes && !o->data_parallel) return user_error("--dp-bucket sizes the buckets of --data-parallel; add it");
     if (f->dp_overlap_given && !o->data_parallel) return user_error("--dp-overlap schedules the buckets of --data-parallel; add it");
     /* auto plans both schedules; under budget:SIZE (whose search is all full plans already) the

@@ -135,9 +135,7 @@ static void print_plan(const ck_graph *g, bool explain) {
                : pn->phase == CK_PHASE_FORWARD ? "forward" : pn->phase == CK_PHASE_BACKWARD ? "backward" : "update");
     }
     if (g->recompute_flops || g->n_segments || g->n_selective) {
-        int64_t fwd = 0;
-        for (int i = 0; i < g->n_nodes; i++)
-            if (g->nodes[i]->phase == CK_PHASE_FORWARD && !g->nodes[i]->recompute_of) fwd += ck_node_flops(g->nodes[i]);
+        int64_t fwd = ck_forward_flops(g);
         printf("recompute: %lld FLOPs per step (%.1f%% of the forward's %lld): %d segments, %d activations op-level\n",
                (long long)g->recompute_flops, fwd ? 100.0 * (double)g->recompute_flops / (double)fwd : 0.0, (long long)fwd,
                g->n_segments, g->n_selective);

@@ -671,6 +671,13 @@ static void rewrite_backward(rewrite *r, ck_node *b, const bool *skip) {
     r->out[r->no++] = b;
 }
 
+int64_t ck_forward_flops(const ck_graph *g) {
+    int64_t f = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->phase == CK_PHASE_FORWARD && !g->nodes[i]->recompute_of) f += ck_node_flops(g->nodes[i]);
+    return f;
+}
+
 /* Sums the FLOPs of every recompute clone into g->recompute_flops. */
 static void count_recompute(ck_graph *g) {
     g->recompute_flops = 0;

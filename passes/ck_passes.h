@@ -42,6 +42,8 @@ typedef struct ck_options {
     bool offload;                 /* --offload: checkpoints go to the host pool */
     const char *policy_name;      /* as the user wrote it, for reports ("blocks", "every:2") */
     int64_t budget;               /* budget:SIZE, bytes */
+    double max_recompute;         /* --max-recompute: recompute at most this fraction of the
+                                   * forward's FLOPs (search.c); 0: no cap */
     const bool *recompute_set;    /* when set: only these candidate segments are recomputed (the
                                    * budget search's tries, search.c) */
     int n_recompute_set;
@@ -151,6 +153,9 @@ typedef struct ck_ckpt_candidates {
     int *node_seg;
 } ck_ckpt_candidates;
 ck_status ck_checkpoint_candidates(const ck_graph *g, const ck_options *o, ck_ckpt_candidates *c, ck_diag *d);
+/* The FLOPs of g's forward nodes (recompute clones not counted): what --max-recompute and the
+ * reports' percentages are fractions of. */
+int64_t ck_forward_flops(const ck_graph *g);
 void ck_checkpoint_candidates_free(ck_ckpt_candidates *c);
 /* The clone of forward node n reading in[] (checkpoint.c): same attributes, Dropout's RNG key,
  * BatchNormalization as ckptc.BatchNormApply; phase backward, recompute_of set; not placed (the

@@ -52,7 +52,26 @@ typedef struct search {
     const ck_graph *trained; /* every try starts from a clone of it, so it stays as it was */
     ck_check_fn check;
     ck_diag *notes;
+    bool capped;       /* --max-recompute given (a search without it, zeroed, has no cap) */
+    int64_t cap;       /* --max-recompute in FLOPs a step */
+    int64_t fwd_flops; /* the forward's FLOPs (the trained graph's forward nodes) */
 } search;
+
+/* g's recompute as a percentage of the forward's FLOPs */
+static double cap_percent(const search *s, const ck_graph *g) {
+    return s->fwd_flops ? 100.0 * (double)g->recompute_flops / (double)s->fwd_flops : 0.0;
+}
+
+/* Is g's recompute within --max-recompute? */
+static bool within_cap(const search *s, const ck_graph *g) { return !s->capped || g->recompute_flops <= s->cap; }
+
+/* Does try a beat try b? The lower peak, among plans within --max-recompute (without one, all
+ * are); a plan within the cap beats one over it; two over it, the less recompute. */
+static bool beats(const search *s, const ck_graph *a, const ck_graph *b) {
+    bool wa = within_cap(s, a), wb = within_cap(s, b);
+    if (wa != wb) return wa;
+    return wa ? a->plan.arena_bytes < b->plan.arena_bytes : a->recompute_flops < b->recompute_flops;
+}
 
 /* Fusion (fuse.c: chains, unless --no-fuse, and single elementwise nodes in place) never raises
  * the live bytes at any step, but placement is greedy and can lose a few bytes to fragmentation
@@ -96,7 +115,7 @@ static ck_status plan_try(const search *s, const ck_options *o, ck_graph **out, 
 
 /* Is there nothing to choose, so that one plan of the trained graph itself settles it? */
 static bool one_try(const ck_options *o) {
-    if (o->checkpoint == CK_CKPT_BUDGET || o->offload || o->clip_grad_norm > 0 || o->selective) return false;
+    if (o->checkpoint == CK_CKPT_BUDGET || o->offload || o->clip_grad_norm > 0 || o->selective || o->max_recompute > 0) return false;
     if (o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex)) return false; /* names or structure */
     return !o->data_parallel || (o->dp_bucket_bytes > 0 && o->dp_overlap >= 0);
 }
@@ -112,7 +131,9 @@ static bool plan_quietly(const search *s, const ck_options *o, ck_graph **out) {
 
 /* ---------------------------------------------------------------- budget:SIZE */
 
-static void plan_blocks(const search *s, ck_options *o, ck_graph **g);
+static void plan_blocks(const search *s, ck_options *o, ck_graph **g, bool **set);
+static void trim_blocks(const search *s, ck_options *o, ck_graph **g, bool **set);
+static void cap_trim(const search *s, ck_options *o, ck_graph **g, bool **set);
 
 /* budget:SIZE and pareto weigh blocks' segments: by module scopes, by the units the graph
  * repeats, or those units grouped into runs, whichever the blocks policy chooses (its plan with
@@ -129,7 +150,9 @@ static void budget_segments(const search *s, ck_options *o) {
     quiet.notes = NULL;
     ck_graph *g = NULL;
     if (plan_quietly(&quiet, &t, &g)) {
-        plan_blocks(&quiet, &t, &g);
+        bool *set = NULL; /* (none: budget takes no --max-recompute) */
+        plan_blocks(&quiet, &t, &g, &set);
+        free(set);
         o->blocks_by_structure = t.blocks_by_structure, o->blocks_grouped = t.blocks_grouped;
     }
     ck_graph_free(g);
@@ -660,13 +683,18 @@ static void note_clip_cost(const search *s, const ck_options *o, const ck_graph 
 /* blocks without --block-regex: the units the scope names give and the units the graph repeats
  * (checkpoint.c) are both planned; the lower peak wins (ties: the names). Sets
  * o->blocks_by_structure to the choice, for the tries after it. */
-static void plan_blocks(const search *s, ck_options *o, ck_graph **g) {
+static void plan_blocks(const search *s, ck_options *o, ck_graph **g, bool **set) {
     ck_options t = *o;
     t.blocks_by_structure = true;
     ck_graph *g2 = NULL;
     int units = ck_checkpoint_units(s->trained);
-    if (plan_quietly(s, &t, &g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
-        if (units)
+    if (plan_quietly(s, &t, &g2) && beats(s, g2, *g)) {
+        if (!within_cap(s, *g) || !within_cap(s, g2))
+            ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: the %s (%d segments recomputed, %.1f%% of the forward) %s the module "
+                        "scopes in node names (%.1f%%): segmented by structure", units ? "units the graph repeats" : "sqrt segmentation",
+                        g2->n_segments, cap_percent(s, g2), within_cap(s, g2) ? "keep within --max-recompute, unlike"
+                        : "recompute less than", cap_percent(s, *g));
+        else if (units)
             ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: the units the graph repeats (%d kind%s; %d segments recomputed) plan a lower peak "
                         "than the module scopes in node names (%lld < %lld bytes): segmented by structure", units, units == 1 ? "" : "s", g2->n_segments,
                         (long long)g2->plan.arena_bytes, (long long)(*g)->plan.arena_bytes);
@@ -685,15 +713,50 @@ static void plan_blocks(const search *s, ck_options *o, ck_graph **g) {
      * short to pay: the cut-point chunks grouped into about sqrt(n) runs, kept when lower */
     t = *o;
     t.blocks_by_structure = true, t.blocks_grouped = true;
-    if (units && plan_quietly(s, &t, &g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
-        ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: its layers grouped into about sqrt(n) runs between cut points (%d segments "
-                    "recomputed) plan a lower peak than one segment per unit the graph repeats (%d kind%s) or per module scope "
-                    "(%lld < %lld bytes)", g2->n_segments, units, units == 1 ? "" : "s", (long long)g2->plan.arena_bytes,
-                    (long long)(*g)->plan.arena_bytes);
+    if (units && plan_quietly(s, &t, &g2) && beats(s, g2, *g)) {
+        if (!within_cap(s, *g) || !within_cap(s, g2))
+            ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: its layers grouped into about sqrt(n) runs (%d segments recomputed, "
+                        "%.1f%% of the forward) %s one segment per unit the graph repeats or per module scope (%.1f%%)", g2->n_segments,
+                        cap_percent(s, g2), within_cap(s, g2) ? "keep within --max-recompute, unlike" : "recompute less than",
+                        cap_percent(s, *g));
+        else
+            ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: its layers grouped into about sqrt(n) runs between cut points (%d segments "
+                        "recomputed) plan a lower peak than one segment per unit the graph repeats (%d kind%s) or per module scope "
+                        "(%lld < %lld bytes)", g2->n_segments, units, units == 1 ? "" : "s", (long long)g2->plan.arena_bytes,
+                        (long long)(*g)->plan.arena_bytes);
         ck_graph_free(*g);
         *g = g2;
         g2 = NULL;
         o->blocks_by_structure = true, o->blocks_grouped = true;
+    } else if (g2 && !within_cap(s, g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
+        /* over --max-recompute as they stand, the runs may come within it with some segments kept
+         * (trim_blocks' and cap_trim's choices) at a peak still lower */
+        search quiet = *s;
+        quiet.notes = NULL;
+        bool *set2 = NULL;
+        int64_t whole = g2->plan.arena_bytes;
+        double pct = cap_percent(s, g2);
+        trim_blocks(&quiet, &t, &g2, &set2);
+        cap_trim(&quiet, &t, &g2, &set2);
+        if (within_cap(s, g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
+            ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: its layers grouped into about sqrt(n) runs (%d segments recomputed, "
+                        "%.1f%% of the forward; some kept instead of recomputed to stay within --max-recompute) plan a lower peak "
+                        "than one segment per unit the graph repeats or per module scope (%lld < %lld bytes)", g2->n_segments,
+                        cap_percent(s, g2), (long long)g2->plan.arena_bytes, (long long)(*g)->plan.arena_bytes);
+            ck_graph_free(*g);
+            *g = g2;
+            g2 = NULL;
+            o->blocks_by_structure = true, o->blocks_grouped = true;
+            o->recompute_set = set2, o->n_recompute_set = t.n_recompute_set;
+            *set = set2;
+        } else {
+            free(set2);
+            ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: its layers grouped into about sqrt(n) runs would plan a lower peak "
+                        "(%lld < %lld bytes) but recompute %.1f%% of the forward, over --max-recompute, and with segments kept %s "
+                        "(%lld bytes, %.1f%%): one segment per unit (%.1f%%)", (long long)whole, (long long)(*g)->plan.arena_bytes, pct,
+                        within_cap(s, g2) ? "to come within it they plan no lower" : "they still do not come within it",
+                        (long long)g2->plan.arena_bytes, cap_percent(s, g2), cap_percent(s, *g));
+        }
     } else if ((*g)->n_segments == 0) {
         ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: no segmentation lowers the planned peak (module scopes, %d repeated "
                     "units, sqrt): nothing is recomputed", units);
@@ -771,18 +834,80 @@ static void trim_blocks(const search *s, ck_options *o, ck_graph **g, bool **set
                 (double)before * 1e-9, (double)(*g)->recompute_flops * 1e-9);
 }
 
+/* --max-recompute: segments are kept instead of recomputed (their activations live from the
+ * forward to their backward) until the plan is within the cap, the most recompute FLOPs per byte
+ * they free first: as many as their FLOPs say are needed in one plan, then one more per plan while
+ * the plan still says over (at most CK_CAP_TRIES plans). Starts from *set (trim_blocks' choice)
+ * when there is one; *set (the caller frees it) becomes o->recompute_set. */
+#define CK_CAP_TRIES 16
+static void cap_trim(const search *s, ck_options *o, ck_graph **g, bool **set) {
+    if (within_cap(s, *g) || (*g)->n_segments == 0) return;
+    ck_ckpt_candidates cc;
+    ck_diag quiet = {0};
+    if (ck_checkpoint_candidates(s->trained, o, &cc, &quiet) || cc.n == 0) {
+        ck_checkpoint_candidates_free(&cc);
+        ck_diag_clear(&quiet);
+        return;
+    }
+    ck_diag_clear(&quiet);
+    bool *on = malloc((size_t)cc.n);
+    ranked *r = malloc(sizeof *r * (size_t)cc.n);
+    CK_ASSERT(on && r);
+    int k = 0;
+    for (int j = 0; j < cc.n; j++) {
+        on[j] = *set && j < o->n_recompute_set ? (*set)[j] : true;
+        if (on[j] && cc.bytes[j] > 0 && cc.flops[j] > 0) r[k++] = (ranked){(double)cc.flops[j] / (double)cc.bytes[j], j};
+    }
+    qsort(r, (size_t)k, sizeof *r, by_score);
+    ck_options t = *o;
+    t.recompute_set = on, t.n_recompute_set = cc.n;
+    int64_t peak = (*g)->plan.arena_bytes, excess = (*g)->recompute_flops - s->cap;
+    double was = cap_percent(s, *g);
+    int left = 0, tries = 0;
+    for (int next = 0; !within_cap(s, *g) && next < k && tries < CK_CAP_TRIES; tries++) {
+        int from = next;
+        for (int64_t freed = 0; next < k && (next == from || freed < excess); next++) freed += cc.flops[r[next].k], on[r[next].k] = false;
+        ck_graph *g2 = NULL;
+        if (!plan_quietly(s, &t, &g2)) {
+            ck_graph_free(g2);
+            for (int j = from; j < next; j++) on[r[j].k] = true;
+            break;
+        }
+        ck_graph_free(*g);
+        *g = g2;
+        left = next, excess = (*g)->recompute_flops - s->cap;
+    }
+    free(r);
+    ck_checkpoint_candidates_free(&cc);
+    if (!left) {
+        free(on);
+    } else {
+        free(*set);
+        *set = on;
+        o->recompute_set = on, o->n_recompute_set = t.n_recompute_set;
+    }
+    if (within_cap(s, *g))
+        ck_diag_add(s->notes, "ckptc: --max-recompute %.4g%%: %d more segment%s kept instead of recomputed: recompute %.1f%% -> %.1f%% "
+                    "of the forward, planned peak %lld -> %lld bytes", 100.0 * o->max_recompute, left, left == 1 ? "" : "s", was,
+                    cap_percent(s, *g), (long long)peak, (long long)(*g)->plan.arena_bytes);
+    else
+        ck_diag_add(s->notes, "ckptc: --max-recompute %.4g%%: not met: the plan recomputes %.1f%% of the forward (%d segment%s kept "
+                    "instead of recomputed, after %d plans)", 100.0 * o->max_recompute, cap_percent(s, *g), left, left == 1 ? "" : "s",
+                    tries);
+}
+
 /* selective (alone or POLICY,selective) must never raise the planned peak: the greedy estimates
  * bytes, the placement decides. The plan without it is made too, and kept when lower. */
 static void plan_selective(const search *s, ck_options *o, ck_graph **g) {
     bool both = o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex); /* names and structure */
-    int64_t with = (*g)->plan.arena_bytes;
+    int64_t with = (*g)->plan.arena_bytes, with_flops = (*g)->recompute_flops;
     ck_options first = *o;
     for (int k = 0; k < (both ? 2 : 1); k++) {
         ck_options t = first;
         t.selective = false;
         if (k == 1) t.blocks_by_structure = !first.blocks_by_structure, t.blocks_grouped = false;
         ck_graph *g2 = NULL;
-        if (plan_quietly(s, &t, &g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
+        if (plan_quietly(s, &t, &g2) && beats(s, g2, *g)) {
             ck_graph_free(*g);
             *g = g2;
             g2 = NULL;
@@ -790,14 +915,18 @@ static void plan_selective(const search *s, ck_options *o, ck_graph **g) {
         }
         ck_graph_free(g2);
     }
-    if (!o->selective)
+    if (!o->selective && s->capped && with_flops > s->cap)
+        ck_diag_add(s->notes, "ckptc: selective: op-level recompute would take the plan over --max-recompute (%.1f%% of the "
+                    "forward): not applied", s->fwd_flops ? 100.0 * (double)with_flops / (double)s->fwd_flops : 0.0);
+    else if (!o->selective)
         ck_diag_add(s->notes, "ckptc: selective: op-level recompute would raise the planned peak here (%lld > %lld bytes): "
                     "not applied", (long long)with, (long long)(*g)->plan.arena_bytes);
 }
 
 ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn check, ck_diag *notes, ck_diag *d) {
     ck_graph *trained = *gp, *g = NULL;
-    search s = {.trained = trained, .check = check, .notes = notes};
+    search s = {.trained = trained, .check = check, .notes = notes, .fwd_flops = ck_forward_flops(trained)};
+    if (opts->max_recompute > 0) s.capped = true, s.cap = (int64_t)(opts->max_recompute * (double)s.fwd_flops);
     ck_options oo = *opts, *o = &oo; /* what the search settles (the blocks' kind) goes on in it */
     if (one_try(o)) { /* no clone: nothing else to try */
         ck_status st = plan_passes(&s, trained, o, d);
@@ -806,12 +935,13 @@ ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn chec
     }
     ck_status st = o->checkpoint == CK_CKPT_BUDGET ? plan_budget(&s, o, &g, d) : plan_try(&s, o, &g, d);
     bool *kept = NULL; /* trim_blocks' recompute_set, which later tries read through o */
-    if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->infer) plan_blocks(&s, o, &g);
+    if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->infer) plan_blocks(&s, o, &g, &kept);
     if (!st && o->selective && o->checkpoint != CK_CKPT_BUDGET && !o->infer) plan_selective(&s, o, &g);
     if (!st && o->offload && o->checkpoint != CK_CKPT_BUDGET) plan_offload(&s, o, &g);
     /* last of the choices that move the peak, so that it compares with the peak they settled on */
     if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->recompute_set && !o->infer)
         trim_blocks(&s, o, &g, &kept); /* (a caller's recompute_set is kept as given) */
+    if (!st && g && s.capped && (!o->recompute_set || kept) && !o->infer) cap_trim(&s, o, &g, &kept);
     if (!st) plan_data_parallel(&s, o, &g);
     if (!st && o->clip_grad_norm > 0 && g && g->loss) note_clip_cost(&s, o, g);
     if (!st && g) ck_conv_lanes_note(g, notes);
