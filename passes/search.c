@@ -777,6 +777,33 @@ static bool recomputed_after_peak(const ck_graph *g, const ck_ckpt_candidates *c
     return false;
 }
 
+/* The segments of o's segmentation (into *cc, which the caller frees) that trim_blocks and
+ * cap_trim may keep instead of recomputing: *on (malloc'd) starts as start (NULL: every segment
+ * recomputed); *r (malloc'd) lists the recomputed ones with recompute FLOPs (bytes 0: the last
+ * segment, never recomputed), the most FLOPs (per_byte: per byte freed) first. Returns how many,
+ * or -1 (nothing allocated) when there are fewer than min_n segments. */
+static int rank_segments(const search *s, const ck_options *o, int min_n, const bool *start, bool per_byte,
+                         ck_ckpt_candidates *cc, bool **on, ranked **r) {
+    ck_diag quiet = {0};
+    bool bad = ck_checkpoint_candidates(s->trained, o, cc, &quiet) || cc->n < min_n;
+    ck_diag_clear(&quiet);
+    if (bad) {
+        ck_checkpoint_candidates_free(cc);
+        return -1;
+    }
+    *on = malloc((size_t)cc->n);
+    *r = malloc(sizeof **r * (size_t)cc->n);
+    CK_ASSERT(*on && *r);
+    int k = 0;
+    for (int j = 0; j < cc->n; j++) {
+        (*on)[j] = start && j < o->n_recompute_set ? start[j] : true;
+        if ((*on)[j] && cc->bytes[j] > 0 && cc->flops[j] > 0)
+            (*r)[k++] = (ranked){(double)cc->flops[j] / (per_byte ? (double)cc->bytes[j] : 1.0), j};
+    }
+    qsort(*r, (size_t)k, sizeof **r, by_score);
+    return k;
+}
+
 /* blocks recomputes only what lowers the peak. With the segmentation chosen, each recomputed
  * segment, the most recompute FLOPs first, is left out (its activations kept, as the last
  * segment's are) when the plan without it is no higher than the plan recomputing every segment:
@@ -787,22 +814,10 @@ static bool recomputed_after_peak(const ck_graph *g, const ck_ckpt_candidates *c
 #define CK_TRIM_TRIES 32
 static void trim_blocks(const search *s, ck_options *o, ck_graph **g, bool **set) {
     ck_ckpt_candidates cc;
-    ck_diag quiet = {0};
-    if (ck_checkpoint_candidates(s->trained, o, &cc, &quiet) || cc.n < 2 || (*g)->n_segments == 0) {
-        ck_checkpoint_candidates_free(&cc);
-        ck_diag_clear(&quiet);
-        return;
-    }
-    ck_diag_clear(&quiet);
-    bool *on = malloc((size_t)cc.n);
-    ranked *r = malloc(sizeof *r * (size_t)cc.n);
-    CK_ASSERT(on && r);
-    int k = 0;
-    for (int j = 0; j < cc.n; j++) {
-        on[j] = true;
-        if (cc.bytes[j] > 0 && cc.flops[j] > 0) r[k++] = (ranked){(double)cc.flops[j], j}; /* bytes 0: the last segment */
-    }
-    qsort(r, (size_t)k, sizeof *r, by_score);
+    bool *on;
+    ranked *r;
+    int k = (*g)->n_segments == 0 ? -1 : rank_segments(s, o, 2, NULL, false, &cc, &on, &r);
+    if (k < 0) return;
     int64_t peak = (*g)->plan.arena_bytes, before = (*g)->recompute_flops;
     int segs = (*g)->n_segments, left = 0;
     ck_options t = *o;
@@ -843,22 +858,10 @@ static void trim_blocks(const search *s, ck_options *o, ck_graph **g, bool **set
 static void cap_trim(const search *s, ck_options *o, ck_graph **g, bool **set) {
     if (within_cap(s, *g) || (*g)->n_segments == 0) return;
     ck_ckpt_candidates cc;
-    ck_diag quiet = {0};
-    if (ck_checkpoint_candidates(s->trained, o, &cc, &quiet) || cc.n == 0) {
-        ck_checkpoint_candidates_free(&cc);
-        ck_diag_clear(&quiet);
-        return;
-    }
-    ck_diag_clear(&quiet);
-    bool *on = malloc((size_t)cc.n);
-    ranked *r = malloc(sizeof *r * (size_t)cc.n);
-    CK_ASSERT(on && r);
-    int k = 0;
-    for (int j = 0; j < cc.n; j++) {
-        on[j] = *set && j < o->n_recompute_set ? (*set)[j] : true;
-        if (on[j] && cc.bytes[j] > 0 && cc.flops[j] > 0) r[k++] = (ranked){(double)cc.flops[j] / (double)cc.bytes[j], j};
-    }
-    qsort(r, (size_t)k, sizeof *r, by_score);
+    bool *on;
+    ranked *r;
+    int k = rank_segments(s, o, 1, *set, true, &cc, &on, &r);
+    if (k < 0) return;
     ck_options t = *o;
     t.recompute_set = on, t.n_recompute_set = cc.n;
     int64_t peak = (*g)->plan.arena_bytes, excess = (*g)->recompute_flops - s->cap;
