@@ -95,10 +95,9 @@ static const char *usage_compile =
     "                           and attention products from them where that frees memory), or\n"
     "                           POLICY,selective (both, e.g. blocks,selective)\n"
     "  --block-regex REGEX      what names a block for --checkpoint=blocks (the matched text is the key)\n"
-    "  --max-recompute X        recompute at most X of the forward's FLOPs (0.75 or 75%): the policy's\n"
-    "                           lowest peak within that (blocks: per-unit segments instead of grouped\n"
-    "                           runs when those recompute more; then segments kept, not recomputed,\n"
-    "                           until within); trades memory for step time\n"
+    "  --max-recompute X        recompute at most X of the forward's FLOPs (0.75 or 75%): the lowest\n"
+    "                           peak the policy reaches within that (its segmentations weighed, some\n"
+    "                           segments kept instead of recomputed); trades memory for step time\n"
     "  --offload                keep the segments' checkpoints in a host pool, reloaded (one segment\n"
     "                           ahead) before their backward\n"
     "  --no-fuse                run every elementwise op as its own kernel (default: chains of float\n"
@@ -177,6 +176,7 @@ typedef struct compile_flags {
     int n_dims;
     const char *out;
     bool plan_only, explain, dp_overlap_given;
+    bool pareto; /* parsed for `ckptc pareto` */
     int dp_overlap; /* --dp-overlap: -1 auto, 1 on, 0 off */
 } compile_flags;
 
@@ -332,8 +332,9 @@ static int set_flag(compile_flags *f, int c, const char *flag, const char *arg) 
         size_t n = strlen(arg);
         bool pct = n > 0 && n < sizeof buf && arg[n - 1] == '%';
         if (pct) memcpy(buf, arg, n - 1), buf[n - 1] = 0;
-        if (!parse_double(pct ? buf : arg, 0.0, &o->max_recompute) || !(o->max_recompute > 0))
-            return user_error("--max-recompute '%s': expected a fraction of the forward's FLOPs > 0, e.g. 0.75 or 75%%", arg);
+        if (!parse_double(pct ? buf : arg, 0.0, &o->max_recompute) || !(o->max_recompute > 0) || o->max_recompute > (pct ? 100 : 1))
+            return user_error("--max-recompute '%s': expected a fraction of the forward's FLOPs in (0, 1] or a percentage in (0%%, 100%%], "
+                              "e.g. 0.75 or 75%%", arg);
         if (pct) o->max_recompute /= 100.0;
         break;
     }
@@ -365,6 +366,8 @@ static int check_flags(compile_flags *f, int argc, char **argv) {
     if (o->max_recompute > 0 && o->checkpoint == CK_CKPT_BUDGET)
         return user_error("--max-recompute bounds the recompute of a segment policy; budget:SIZE already takes the least recompute within its size");
     if (o->max_recompute > 0 && o->infer) return user_error("--max-recompute applies to training programs, not --infer");
+    if (o->max_recompute > 0 && f->pareto)
+        return user_error("--max-recompute picks one plan; ckptc pareto shows the whole trade-off (read the recompute column instead)");
     if (o->dp_bucket_bytes && !o->data_parallel) return user_error("--dp-bucket sizes the buckets of --data-parallel; add it");
     if (f->dp_overlap_given && !o->data_parallel) return user_error("--dp-overlap schedules the buckets of --data-parallel; add it");
     /* auto plans both schedules; under budget:SIZE (whose search is all full plans already) the
@@ -414,7 +417,7 @@ static int cmd_pareto(int argc, char **argv) {
 }
 
 static int cmd_compile(int argc, char **argv) {
-    compile_flags f = {.o = CK_OPTIONS_DEFAULT, .dp_overlap = -1};
+    compile_flags f = {.o = CK_OPTIONS_DEFAULT, .dp_overlap = -1, .pareto = g_pareto};
     int c, li = -1, r;
     optind = 1;
     opterr = 0;

@@ -124,9 +124,7 @@ static void svg(const char *model, const ck_curve_point *p, int n, const mark *m
 int ck_pareto(const char *path, const ck_load_options *lo, const ck_options *o, const char *svg_file, ck_diag *d) {
     ck_graph *trained = trained_graph(path, lo, o, d);
     if (!trained) return CK_ERR_USAGE;
-    int64_t fwd = 0;
-    for (int i = 0; i < trained->n_nodes; i++)
-        if (trained->nodes[i]->phase == CK_PHASE_FORWARD) fwd += ck_node_flops(trained->nodes[i]);
+    int64_t fwd = ck_forward_flops(trained);
     ck_curve c;
     ck_status st = ck_plan_curve(trained, o, &c, d);
     if (st || c.n == 0) {

@@ -34,6 +34,10 @@
  *                    third try groups its cut-point chunks into about sqrt(n) runs (single-layer
  *                    units such as VGG's), kept when lower. Last (after selective and --offload
  *                    settled), trim_blocks keeps each segment whose recompute does not lower the peak.
+ *   --max-recompute  when the plan the choices above settled recomputes more than X of the
+ *                    forward's FLOPs, each plan the policy could take (blocks' three
+ *                    segmentations, with and without selective) is fitted to the cap by keeping
+ *                    segments (fit_cap, cap_trim), and the lowest peak within it wins.
  *   --clip-grad-norm  its updates run after the whole backward; a second plan with early updates
  *                    says what that costs (a note, nothing chosen).
  *   lanes            every try's plan ends with them (plan_passes): convolutions get CPU lanes
@@ -64,14 +68,6 @@ static double cap_percent(const search *s, const ck_graph *g) {
 
 /* Is g's recompute within --max-recompute? */
 static bool within_cap(const search *s, const ck_graph *g) { return !s->capped || g->recompute_flops <= s->cap; }
-
-/* Does try a beat try b? The lower peak, among plans within --max-recompute (without one, all
- * are); a plan within the cap beats one over it; two over it, the less recompute. */
-static bool beats(const search *s, const ck_graph *a, const ck_graph *b) {
-    bool wa = within_cap(s, a), wb = within_cap(s, b);
-    if (wa != wb) return wa;
-    return wa ? a->plan.arena_bytes < b->plan.arena_bytes : a->recompute_flops < b->recompute_flops;
-}
 
 /* Fusion (fuse.c: chains, unless --no-fuse, and single elementwise nodes in place) never raises
  * the live bytes at any step, but placement is greedy and can lose a few bytes to fragmentation
@@ -131,9 +127,7 @@ static bool plan_quietly(const search *s, const ck_options *o, ck_graph **out) {
 
 /* ---------------------------------------------------------------- budget:SIZE */
 
-static void plan_blocks(const search *s, ck_options *o, ck_graph **g, bool **set);
-static void trim_blocks(const search *s, ck_options *o, ck_graph **g, bool **set);
-static void cap_trim(const search *s, ck_options *o, ck_graph **g, bool **set);
+static void plan_blocks(const search *s, ck_options *o, ck_graph **g);
 
 /* budget:SIZE and pareto weigh blocks' segments: by module scopes, by the units the graph
  * repeats, or those units grouped into runs, whichever the blocks policy chooses (its plan with
@@ -150,9 +144,7 @@ static void budget_segments(const search *s, ck_options *o) {
     quiet.notes = NULL;
     ck_graph *g = NULL;
     if (plan_quietly(&quiet, &t, &g)) {
-        bool *set = NULL; /* (none: budget takes no --max-recompute) */
-        plan_blocks(&quiet, &t, &g, &set);
-        free(set);
+        plan_blocks(&quiet, &t, &g);
         o->blocks_by_structure = t.blocks_by_structure, o->blocks_grouped = t.blocks_grouped;
     }
     ck_graph_free(g);
@@ -683,18 +675,13 @@ static void note_clip_cost(const search *s, const ck_options *o, const ck_graph 
 /* blocks without --block-regex: the units the scope names give and the units the graph repeats
  * (checkpoint.c) are both planned; the lower peak wins (ties: the names). Sets
  * o->blocks_by_structure to the choice, for the tries after it. */
-static void plan_blocks(const search *s, ck_options *o, ck_graph **g, bool **set) {
+static void plan_blocks(const search *s, ck_options *o, ck_graph **g) {
     ck_options t = *o;
     t.blocks_by_structure = true;
     ck_graph *g2 = NULL;
     int units = ck_checkpoint_units(s->trained);
-    if (plan_quietly(s, &t, &g2) && beats(s, g2, *g)) {
-        if (!within_cap(s, *g) || !within_cap(s, g2))
-            ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: the %s (%d segments recomputed, %.1f%% of the forward) %s the module "
-                        "scopes in node names (%.1f%%): segmented by structure", units ? "units the graph repeats" : "sqrt segmentation",
-                        g2->n_segments, cap_percent(s, g2), within_cap(s, g2) ? "keep within --max-recompute, unlike"
-                        : "recompute less than", cap_percent(s, *g));
-        else if (units)
+    if (plan_quietly(s, &t, &g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
+        if (units)
             ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: the units the graph repeats (%d kind%s; %d segments recomputed) plan a lower peak "
                         "than the module scopes in node names (%lld < %lld bytes): segmented by structure", units, units == 1 ? "" : "s", g2->n_segments,
                         (long long)g2->plan.arena_bytes, (long long)(*g)->plan.arena_bytes);
@@ -713,50 +700,15 @@ static void plan_blocks(const search *s, ck_options *o, ck_graph **g, bool **set
      * short to pay: the cut-point chunks grouped into about sqrt(n) runs, kept when lower */
     t = *o;
     t.blocks_by_structure = true, t.blocks_grouped = true;
-    if (units && plan_quietly(s, &t, &g2) && beats(s, g2, *g)) {
-        if (!within_cap(s, *g) || !within_cap(s, g2))
-            ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: its layers grouped into about sqrt(n) runs (%d segments recomputed, "
-                        "%.1f%% of the forward) %s one segment per unit the graph repeats or per module scope (%.1f%%)", g2->n_segments,
-                        cap_percent(s, g2), within_cap(s, g2) ? "keep within --max-recompute, unlike" : "recompute less than",
-                        cap_percent(s, *g));
-        else
-            ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: its layers grouped into about sqrt(n) runs between cut points (%d segments "
-                        "recomputed) plan a lower peak than one segment per unit the graph repeats (%d kind%s) or per module scope "
-                        "(%lld < %lld bytes)", g2->n_segments, units, units == 1 ? "" : "s", (long long)g2->plan.arena_bytes,
-                        (long long)(*g)->plan.arena_bytes);
+    if (units && plan_quietly(s, &t, &g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
+        ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: its layers grouped into about sqrt(n) runs between cut points (%d segments "
+                    "recomputed) plan a lower peak than one segment per unit the graph repeats (%d kind%s) or per module scope "
+                    "(%lld < %lld bytes)", g2->n_segments, units, units == 1 ? "" : "s", (long long)g2->plan.arena_bytes,
+                    (long long)(*g)->plan.arena_bytes);
         ck_graph_free(*g);
         *g = g2;
         g2 = NULL;
         o->blocks_by_structure = true, o->blocks_grouped = true;
-    } else if (g2 && !within_cap(s, g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
-        /* over --max-recompute as they stand, the runs may come within it with some segments kept
-         * (trim_blocks' and cap_trim's choices) at a peak still lower */
-        search quiet = *s;
-        quiet.notes = NULL;
-        bool *set2 = NULL;
-        int64_t whole = g2->plan.arena_bytes;
-        double pct = cap_percent(s, g2);
-        trim_blocks(&quiet, &t, &g2, &set2);
-        cap_trim(&quiet, &t, &g2, &set2);
-        if (within_cap(s, g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
-            ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: its layers grouped into about sqrt(n) runs (%d segments recomputed, "
-                        "%.1f%% of the forward; some kept instead of recomputed to stay within --max-recompute) plan a lower peak "
-                        "than one segment per unit the graph repeats or per module scope (%lld < %lld bytes)", g2->n_segments,
-                        cap_percent(s, g2), (long long)g2->plan.arena_bytes, (long long)(*g)->plan.arena_bytes);
-            ck_graph_free(*g);
-            *g = g2;
-            g2 = NULL;
-            o->blocks_by_structure = true, o->blocks_grouped = true;
-            o->recompute_set = set2, o->n_recompute_set = t.n_recompute_set;
-            *set = set2;
-        } else {
-            free(set2);
-            ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: its layers grouped into about sqrt(n) runs would plan a lower peak "
-                        "(%lld < %lld bytes) but recompute %.1f%% of the forward, over --max-recompute, and with segments kept %s "
-                        "(%lld bytes, %.1f%%): one segment per unit (%.1f%%)", (long long)whole, (long long)(*g)->plan.arena_bytes, pct,
-                        within_cap(s, g2) ? "to come within it they plan no lower" : "they still do not come within it",
-                        (long long)g2->plan.arena_bytes, cap_percent(s, g2), cap_percent(s, *g));
-        }
     } else if ((*g)->n_segments == 0) {
         ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: no segmentation lowers the planned peak (module scopes, %d repeated "
                     "units, sqrt): nothing is recomputed", units);
@@ -849,11 +801,11 @@ static void trim_blocks(const search *s, ck_options *o, ck_graph **g, bool **set
                 (double)before * 1e-9, (double)(*g)->recompute_flops * 1e-9);
 }
 
-/* --max-recompute: segments are kept instead of recomputed (their activations live from the
- * forward to their backward) until the plan is within the cap, the most recompute FLOPs per byte
- * they free first: as many as their FLOPs say are needed in one plan, then one more per plan while
- * the plan still says over (at most CK_CAP_TRIES plans). Starts from *set (trim_blocks' choice)
- * when there is one; *set (the caller frees it) becomes o->recompute_set. */
+/* --max-recompute, on one segmentation: segments are kept instead of recomputed (their
+ * activations live from the forward to their backward) until the plan is within the cap, the most
+ * recompute FLOPs per byte they free first: as many as their FLOPs say are needed in one plan,
+ * then more while the plan still says over (at most CK_CAP_TRIES plans). Starts from *set
+ * (trim_blocks' choice) when there is one; *set (the caller frees it) becomes o->recompute_set. */
 #define CK_CAP_TRIES 16
 static void cap_trim(const search *s, ck_options *o, ck_graph **g, bool **set) {
     if (within_cap(s, *g) || (*g)->n_segments == 0) return;
@@ -864,53 +816,97 @@ static void cap_trim(const search *s, ck_options *o, ck_graph **g, bool **set) {
     if (k < 0) return;
     ck_options t = *o;
     t.recompute_set = on, t.n_recompute_set = cc.n;
-    int64_t peak = (*g)->plan.arena_bytes, excess = (*g)->recompute_flops - s->cap;
-    double was = cap_percent(s, *g);
-    int left = 0, tries = 0;
-    for (int next = 0; !within_cap(s, *g) && next < k && tries < CK_CAP_TRIES; tries++) {
+    int next = 0;
+    for (int tries = 0; !within_cap(s, *g) && next < k && tries < CK_CAP_TRIES; tries++) {
         int from = next;
-        for (int64_t freed = 0; next < k && (next == from || freed < excess); next++) freed += cc.flops[r[next].k], on[r[next].k] = false;
+        int64_t excess = (*g)->recompute_flops - s->cap, freed = 0;
+        do {
+            freed += cc.flops[r[next].k];
+            on[r[next++].k] = false;
+        } while (next < k && freed < excess);
         ck_graph *g2 = NULL;
         if (!plan_quietly(s, &t, &g2)) {
             ck_graph_free(g2);
-            for (int j = from; j < next; j++) on[r[j].k] = true;
+            while (next > from) on[r[--next].k] = true;
             break;
         }
         ck_graph_free(*g);
         *g = g2;
-        left = next, excess = (*g)->recompute_flops - s->cap;
     }
     free(r);
     ck_checkpoint_candidates_free(&cc);
-    if (!left) {
+    if (!next) {
         free(on);
-    } else {
-        free(*set);
-        *set = on;
-        o->recompute_set = on, o->n_recompute_set = t.n_recompute_set;
+        return;
     }
-    if (within_cap(s, *g))
-        ck_diag_add(s->notes, "ckptc: --max-recompute %.4g%%: %d more segment%s kept instead of recomputed: recompute %.1f%% -> %.1f%% "
-                    "of the forward, planned peak %lld -> %lld bytes", 100.0 * o->max_recompute, left, left == 1 ? "" : "s", was,
-                    cap_percent(s, *g), (long long)peak, (long long)(*g)->plan.arena_bytes);
-    else
-        ck_diag_add(s->notes, "ckptc: --max-recompute %.4g%%: not met: the plan recomputes %.1f%% of the forward (%d segment%s kept "
-                    "instead of recomputed, after %d plans)", 100.0 * o->max_recompute, cap_percent(s, *g), left, left == 1 ? "" : "s",
-                    tries);
+    free(*set);
+    *set = on;
+    o->recompute_set = on, o->n_recompute_set = t.n_recompute_set;
+}
+
+/* --max-recompute, when the plan the policy chose recomputes more than the cap: each plan the
+ * policy could have taken (blocks: module scopes, repeated units, grouped runs; POLICY,selective:
+ * with and without op-level recompute) is fitted to the cap (blocks' trim_blocks, then cap_trim),
+ * and the lowest peak within it wins. Without op-level recompute, a plan keeping every segment
+ * recomputes nothing, so one always fits. *kept (the caller frees it) becomes o->recompute_set. */
+static void fit_cap(const search *s, ck_options *o, ck_graph **g, bool **kept) {
+    bool blocks = o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex);
+    int segmentations = !blocks ? 1 : ck_checkpoint_units(s->trained) ? 3 : 2;
+    search quiet = *s;
+    quiet.notes = NULL;
+    ck_graph *best = NULL;
+    bool *best_set = NULL;
+    ck_options best_o = *o;
+    for (int seg = 0; seg < segmentations; seg++) {
+        for (int sel = 0; sel < (o->selective ? 2 : 1); sel++) {
+            ck_options t = *o;
+            t.recompute_set = NULL, t.n_recompute_set = 0;
+            if (blocks) t.blocks_by_structure = seg > 0, t.blocks_grouped = seg == 2;
+            if (sel) t.selective = false;
+            ck_graph *g2 = NULL;
+            bool *set = NULL;
+            bool ok = plan_quietly(&quiet, &t, &g2);
+            if (ok && blocks) trim_blocks(&quiet, &t, &g2, &set);
+            if (ok) cap_trim(&quiet, &t, &g2, &set);
+            if (ok && within_cap(s, g2) && (!best || g2->plan.arena_bytes < best->plan.arena_bytes)) {
+                ck_graph_free(best), free(best_set);
+                best = g2, best_set = set, best_o = t;
+            } else {
+                ck_graph_free(g2), free(set);
+            }
+        }
+    }
+    if (!best) {
+        ck_diag_add(s->notes, "ckptc: --max-recompute %.3g%%: not met: no plan within it was found; the plan recomputes %.1f%% of "
+                    "the forward", 100.0 * o->max_recompute, cap_percent(s, *g));
+        return;
+    }
+    static const char *const kinds[] = {"the module scopes in node names", "the units the graph repeats", "grouped runs"};
+    ck_diag_add(s->notes, "ckptc: --max-recompute %.3g%%: the policy's plan recomputes %.1f%% of the forward (planned peak %lld bytes); "
+                "within the cap: %s%s, %d segment%s recomputed, %.1f%% (planned peak %lld bytes)", 100.0 * o->max_recompute,
+                cap_percent(s, *g), (long long)(*g)->plan.arena_bytes, blocks ? kinds[best_o.blocks_grouped ? 2 : best_o.blocks_by_structure]
+                : o->policy_name ? o->policy_name : "the policy's segments", o->selective && !best_o.selective ? ", no op-level recompute" : "",
+                best->n_segments, best->n_segments == 1 ? "" : "s", cap_percent(s, best), (long long)best->plan.arena_bytes);
+    ck_graph_free(*g);
+    *g = best;
+    free(*kept);
+    *kept = best_set;
+    *o = best_o;
+    o->recompute_set = best_set; /* (best_o's, NULL when every segment is recomputed) */
 }
 
 /* selective (alone or POLICY,selective) must never raise the planned peak: the greedy estimates
  * bytes, the placement decides. The plan without it is made too, and kept when lower. */
 static void plan_selective(const search *s, ck_options *o, ck_graph **g) {
     bool both = o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex); /* names and structure */
-    int64_t with = (*g)->plan.arena_bytes, with_flops = (*g)->recompute_flops;
+    int64_t with = (*g)->plan.arena_bytes;
     ck_options first = *o;
     for (int k = 0; k < (both ? 2 : 1); k++) {
         ck_options t = first;
         t.selective = false;
         if (k == 1) t.blocks_by_structure = !first.blocks_by_structure, t.blocks_grouped = false;
         ck_graph *g2 = NULL;
-        if (plan_quietly(s, &t, &g2) && beats(s, g2, *g)) {
+        if (plan_quietly(s, &t, &g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
             ck_graph_free(*g);
             *g = g2;
             g2 = NULL;
@@ -918,10 +914,7 @@ static void plan_selective(const search *s, ck_options *o, ck_graph **g) {
         }
         ck_graph_free(g2);
     }
-    if (!o->selective && s->capped && with_flops > s->cap)
-        ck_diag_add(s->notes, "ckptc: selective: op-level recompute would take the plan over --max-recompute (%.1f%% of the "
-                    "forward): not applied", s->fwd_flops ? 100.0 * (double)with_flops / (double)s->fwd_flops : 0.0);
-    else if (!o->selective)
+    if (!o->selective)
         ck_diag_add(s->notes, "ckptc: selective: op-level recompute would raise the planned peak here (%lld > %lld bytes): "
                     "not applied", (long long)with, (long long)(*g)->plan.arena_bytes);
 }
@@ -937,14 +930,14 @@ ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn chec
         return st;
     }
     ck_status st = o->checkpoint == CK_CKPT_BUDGET ? plan_budget(&s, o, &g, d) : plan_try(&s, o, &g, d);
-    bool *kept = NULL; /* trim_blocks' recompute_set, which later tries read through o */
-    if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->infer) plan_blocks(&s, o, &g, &kept);
+    bool *kept = NULL; /* trim_blocks' or fit_cap's recompute_set, which later tries read through o */
+    if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->infer) plan_blocks(&s, o, &g);
     if (!st && o->selective && o->checkpoint != CK_CKPT_BUDGET && !o->infer) plan_selective(&s, o, &g);
     if (!st && o->offload && o->checkpoint != CK_CKPT_BUDGET) plan_offload(&s, o, &g);
     /* last of the choices that move the peak, so that it compares with the peak they settled on */
     if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->recompute_set && !o->infer)
         trim_blocks(&s, o, &g, &kept); /* (a caller's recompute_set is kept as given) */
-    if (!st && g && s.capped && (!o->recompute_set || kept) && !o->infer) cap_trim(&s, o, &g, &kept);
+    if (!st && g && !within_cap(&s, g) && (!o->recompute_set || kept)) fit_cap(&s, o, &g, &kept);
     if (!st) plan_data_parallel(&s, o, &g);
     if (!st && o->clip_grad_norm > 0 && g && g->loss) note_clip_cost(&s, o, g);
     if (!st && g) ck_conv_lanes_note(g, notes);

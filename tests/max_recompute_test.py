@@ -1,19 +1,21 @@
 #!/usr/bin/python3
 """max_recompute_test.py — --max-recompute X: the lowest planned peak that recomputes at most X of
-the forward's FLOPs (passes/search.c: plan_blocks' candidates compared within the cap, cap_trim).
+the forward's FLOPs (passes/search.c: fit_cap fits each plan the policy could take to the cap).
 
     max_recompute_test.py CKPTC SAMPLES_DIR WORKDIR
 
-- On the resnet, gpt4 and mlp samples and a 24-layer residual MLP exported here (the bench's
+- On the resnet, gpt4, mlp, lstm and bert samples and a 24-layer residual MLP exported here (the bench's
   mlpL shape, small), under blocks, sqrt, every:2 and blocks,selective, for caps from 90% down to
   5%: the plan's recompute FLOPs (the `recompute:` line) are within the cap and no note says the cap
   was missed; a cap at or above the uncapped plan's recompute changes nothing (same peak, same
   FLOPs).
 - The residual MLP at 75%: blocks' grouped runs, over the cap as they stand, come within it with
   segments kept, at a peak below one segment per layer (--block-regex); the note says so.
+- gpt and bert at 10%: blocks,selective plans no higher than selective alone.
 - Two SGD steps of the resnet and gpt4 samples under capped blocks end with the bits of none
   (--dump-params).
-- Bad values and combinations exit 2 with one `ckptc: error:` line.
+- Bad values (0, 30 without %, 150%) and combinations (budget:SIZE, --infer, pareto) exit 2 with
+  one `ckptc: error:` line.
 
 Ends with `N passed, N failed`.
 """
@@ -51,7 +53,7 @@ def plan(path, args):
     p = run([CKPTC, path, "--optimizer=sgd", "--plan-only", *args])
     if p.returncode != 0:
         raise SystemExit(f"FAIL: {path} {args}: {p.stdout}{p.stderr}")
-    peak = int(re.search(r"planned peak (\d+) bytes", p.stdout).group(1))
+    peak = int(re.search(r"^planned peak (\d+) bytes", p.stdout, re.M).group(1))
     m = re.search(r"recompute: (\d+) FLOPs per step \([0-9.]+% of the forward's (\d+)\)", p.stdout)
     return peak, int(m.group(1)) if m else 0, int(m.group(2)) if m else 0, p.stdout
 
@@ -88,7 +90,7 @@ def train(path, args, d, inputs):
 
 
 def main():
-    models = [(os.path.join(SAMPLES, n + ".onnx"), dims(n)) for n in ("resnet", "gpt4", "mlp")]
+    models = [(os.path.join(SAMPLES, n + ".onnx"), dims(n)) for n in ("resnet", "gpt4", "mlp", "lstm", "bert")]
     resmlp = os.path.join(WORK, "resmlp24.onnx")
     try:
         export_resmlp(resmlp)
@@ -118,7 +120,16 @@ def main():
               fl0 > 0.75 * fwd and "grouped into about sqrt(n) runs" in out0, out0)
         check(f"resmlp24 --max-recompute=75%: grouped runs with segments kept ({100 * fl / fwd:.1f}%), peak {peak} between "
               f"the uncapped {peak0} and one segment per layer {unit} ({100 * flu / fwd:.1f}%)",
-              fl <= 0.75 * fwd and peak0 <= peak < unit and "to stay within --max-recompute" in out, out)
+              fl <= 0.75 * fwd and peak0 <= peak < unit and "within the cap: grouped runs" in out, out)
+
+    # POLICY,selective fitted to a cap never plans above selective alone under it: keeping every
+    # segment is one of the plans it weighs (the segments' recompute is what goes over first)
+    for n in ("gpt", "bert"):
+        path = os.path.join(SAMPLES, n + ".onnx")
+        both = plan(path, ["--checkpoint=blocks,selective", "--max-recompute=0.1", *dims(n)])
+        alone = plan(path, ["--checkpoint=selective", "--max-recompute=0.1", *dims(n)])
+        check(f"{n} --max-recompute=0.1: blocks,selective peak {both[0]} <= selective's {alone[0]}, both within",
+              both[0] <= alone[0] and both[1] <= 0.1 * both[2] and alone[1] <= 0.1 * (alone[2] or both[2]), both[3])
 
     for n, args in (("resnet", ["--checkpoint=blocks", "--max-recompute=0.5"]),
                     ("gpt4", ["--checkpoint=blocks", "--max-recompute=30%"])):
@@ -135,13 +146,19 @@ def main():
                          (["--checkpoint=blocks", "--max-recompute=abc"], "expected a fraction"),
                          (["--checkpoint=blocks", "--max-recompute=-0.5"], "expected a fraction"),
                          (["--checkpoint=blocks", "--max-recompute=%"], "expected a fraction"),
+                         (["--checkpoint=blocks", "--max-recompute=30"], "in (0, 1]"),
+                         (["--checkpoint=blocks", "--max-recompute=150%"], "in (0, 1]"),
                          (["--checkpoint=budget:1MiB", "--max-recompute=0.5"], "budget:SIZE"),
                          (["--infer", "--max-recompute=0.5"], "training programs")):
-        p = run([CKPTC, mlp, "--plan-only", *args])
+        p = run([CKPTC, mlp, "--plan-only", *args, *dims("mlp")])
         lines = [l for l in p.stderr.splitlines() if l]
         check(f"{' '.join(args)}: exit 2, one error line with '{needle}'",
               p.returncode == 2 and len(lines) == 1 and lines[0].startswith("ckptc: error: ") and needle in lines[0],
               f"rc {p.returncode} {p.stderr}")
+
+    p = run([CKPTC, "pareto", mlp, "--checkpoint=blocks", "--max-recompute=0.5", *dims("mlp")])
+    check("pareto --max-recompute: exit 2, the cap picks one plan where pareto shows them all",
+          p.returncode == 2 and "ckptc pareto shows the whole trade-off" in p.stderr, p.stderr)
 
     failed = results.count(False)
     print(f"{len(results) - failed} passed, {failed} failed")
