@@ -45,7 +45,7 @@ typedef struct ck_options {
     double max_recompute;         /* --max-recompute: recompute at most this fraction of the
                                    * forward's FLOPs (search.c); 0: no cap */
     const bool *recompute_set;    /* when set: only these candidate segments are recomputed (the
-                                   * budget search's tries, search.c) */
+                                   * budget search's tries, trim_blocks, --max-recompute: search.c) */
     int n_recompute_set;
     bool selective;               /* --checkpoint=selective, or POLICY,selective: op-level recompute
                                    * (selective.c), alone or with a segment policy */
@@ -153,10 +153,10 @@ typedef struct ck_ckpt_candidates {
     int *node_seg;
 } ck_ckpt_candidates;
 ck_status ck_checkpoint_candidates(const ck_graph *g, const ck_options *o, ck_ckpt_candidates *c, ck_diag *d);
+void ck_checkpoint_candidates_free(ck_ckpt_candidates *c);
 /* The FLOPs of g's forward nodes (recompute clones not counted): what --max-recompute and the
  * reports' percentages are fractions of. */
 int64_t ck_forward_flops(const ck_graph *g);
-void ck_checkpoint_candidates_free(ck_ckpt_candidates *c);
 /* The clone of forward node n reading in[] (checkpoint.c): same attributes, Dropout's RNG key,
  * BatchNormalization as ckptc.BatchNormApply; phase backward, recompute_of set; not placed (the
  * caller lays it out). */

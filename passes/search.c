@@ -109,10 +109,14 @@ static ck_status plan_try(const search *s, const ck_options *o, ck_graph **out, 
     return plan_passes(s, *out, o, d);
 }
 
+/* Does the search choose blocks' segmentation (names, structure, grouped runs)? Not with
+ * --block-regex, which names the blocks itself. */
+static bool blocks_searched(const ck_options *o) { return o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex); }
+
 /* Is there nothing to choose, so that one plan of the trained graph itself settles it? */
 static bool one_try(const ck_options *o) {
     if (o->checkpoint == CK_CKPT_BUDGET || o->offload || o->clip_grad_norm > 0 || o->selective || o->max_recompute > 0) return false;
-    if (o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex)) return false; /* names or structure */
+    if (blocks_searched(o)) return false; /* names or structure */
     return !o->data_parallel || (o->dp_bucket_bytes > 0 && o->dp_overlap >= 0);
 }
 
@@ -850,7 +854,7 @@ static void cap_trim(const search *s, ck_options *o, ck_graph **g, bool **set) {
  * and the lowest peak within it wins. Without op-level recompute, a plan keeping every segment
  * recomputes nothing, so one always fits. *kept (the caller frees it) becomes o->recompute_set. */
 static void fit_cap(const search *s, ck_options *o, ck_graph **g, bool **kept) {
-    bool blocks = o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex);
+    bool blocks = blocks_searched(o);
     int segmentations = !blocks ? 1 : ck_checkpoint_units(s->trained) ? 3 : 2;
     search quiet = *s;
     quiet.notes = NULL;
@@ -891,14 +895,13 @@ static void fit_cap(const search *s, ck_options *o, ck_graph **g, bool **kept) {
     *g = best;
     free(*kept);
     *kept = best_set;
-    *o = best_o;
-    o->recompute_set = best_set; /* (best_o's, NULL when every segment is recomputed) */
+    *o = best_o; /* its recompute_set is best_set (trim_blocks and cap_trim set both), NULL when every segment is recomputed */
 }
 
 /* selective (alone or POLICY,selective) must never raise the planned peak: the greedy estimates
  * bytes, the placement decides. The plan without it is made too, and kept when lower. */
 static void plan_selective(const search *s, ck_options *o, ck_graph **g) {
-    bool both = o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex); /* names and structure */
+    bool both = blocks_searched(o); /* names and structure */
     int64_t with = (*g)->plan.arena_bytes;
     ck_options first = *o;
     for (int k = 0; k < (both ? 2 : 1); k++) {
@@ -931,11 +934,11 @@ ck_status ck_plan_search(ck_graph **gp, const ck_options *opts, ck_check_fn chec
     }
     ck_status st = o->checkpoint == CK_CKPT_BUDGET ? plan_budget(&s, o, &g, d) : plan_try(&s, o, &g, d);
     bool *kept = NULL; /* trim_blocks' or fit_cap's recompute_set, which later tries read through o */
-    if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->infer) plan_blocks(&s, o, &g);
+    if (!st && blocks_searched(o) && !o->infer) plan_blocks(&s, o, &g);
     if (!st && o->selective && o->checkpoint != CK_CKPT_BUDGET && !o->infer) plan_selective(&s, o, &g);
     if (!st && o->offload && o->checkpoint != CK_CKPT_BUDGET) plan_offload(&s, o, &g);
     /* last of the choices that move the peak, so that it compares with the peak they settled on */
-    if (!st && o->checkpoint == CK_CKPT_BLOCKS && !(o->block_regex && *o->block_regex) && !o->recompute_set && !o->infer)
+    if (!st && blocks_searched(o) && !o->recompute_set && !o->infer)
         trim_blocks(&s, o, &g, &kept); /* (a caller's recompute_set is kept as given) */
     if (!st && g && !within_cap(&s, g) && (!o->recompute_set || kept)) fit_cap(&s, o, &g, &kept);
     if (!st) plan_data_parallel(&s, o, &g);
