@@ -135,10 +135,13 @@ static void print_plan(const ck_graph *g, bool explain) {
                : pn->phase == CK_PHASE_FORWARD ? "forward" : pn->phase == CK_PHASE_BACKWARD ? "backward" : "update");
     }
     if (g->recompute_flops || g->n_segments || g->n_selective) {
-        int64_t fwd = ck_forward_flops(g);
-        printf("recompute: %lld FLOPs per step (%.1f%% of the forward's %lld): %d segments, %d activations op-level\n",
+        int64_t fwd = ck_forward_flops(g), step = 0; /* step: every node's FLOPs but the recompute's */
+        for (int i = 0; i < g->n_nodes; i++)
+            if (!g->nodes[i]->recompute_of) step += ck_node_flops(g->nodes[i]);
+        printf("recompute: %lld FLOPs per step (%.1f%% of the forward's %lld; the step's FLOPs %.2fx those without it): %d "
+               "segments, %d activations op-level\n",
                (long long)g->recompute_flops, fwd ? 100.0 * (double)g->recompute_flops / (double)fwd : 0.0, (long long)fwd,
-               g->n_segments, g->n_selective);
+               step ? (double)(step + g->recompute_flops) / (double)step : 1.0, g->n_segments, g->n_selective);
     }
     for (int i = 0; i < g->n_segments; i++) {
         printf("segment %-16s %s .. %s, checkpoints %lld bytes\n", g->segments[i].name, g->segments[i].first_node,

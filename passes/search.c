@@ -705,10 +705,16 @@ static void plan_blocks(const search *s, ck_options *o, ck_graph **g) {
     t = *o;
     t.blocks_by_structure = true, t.blocks_grouped = true;
     if (units && plan_quietly(s, &t, &g2) && g2->plan.arena_bytes < (*g)->plan.arena_bytes) {
+        /* grouped runs recompute more: what the other plan recomputes (before trim_blocks, which only
+         * lowers it) is said, and the flag that trades the peak for it */
+        char other[160] = "";
+        if (!s->capped && g2->recompute_flops > (*g)->recompute_flops)
+            snprintf(other, sizeof other, "; that plan recomputes up to %.1f%% of the forward's FLOPs: --max-recompute trades "
+                     "peak for less recompute", cap_percent(s, *g));
         ck_diag_add(s->notes, "ckptc: --checkpoint=blocks: its layers grouped into about sqrt(n) runs between cut points (%d segments "
                     "recomputed) plan a lower peak than one segment per unit the graph repeats (%d kind%s) or per module scope "
-                    "(%lld < %lld bytes)", g2->n_segments, units, units == 1 ? "" : "s", (long long)g2->plan.arena_bytes,
-                    (long long)(*g)->plan.arena_bytes);
+                    "(%lld < %lld bytes%s)", g2->n_segments, units, units == 1 ? "" : "s", (long long)g2->plan.arena_bytes,
+                    (long long)(*g)->plan.arena_bytes, other);
         ck_graph_free(*g);
         *g = g2;
         g2 = NULL;

@@ -54,7 +54,7 @@ def plan(path, args):
     if p.returncode != 0:
         raise SystemExit(f"FAIL: {path} {args}: {p.stdout}{p.stderr}")
     peak = int(re.search(r"^planned peak (\d+) bytes", p.stdout, re.M).group(1))
-    m = re.search(r"recompute: (\d+) FLOPs per step \([0-9.]+% of the forward's (\d+)\)", p.stdout)
+    m = re.search(r"recompute: (\d+) FLOPs per step \([0-9.]+% of the forward's (\d+)[;)]", p.stdout)
     return peak, int(m.group(1)) if m else 0, int(m.group(2)) if m else 0, p.stdout
 
 
