@@ -427,6 +427,21 @@ ck_status ck_infer_layer_norm(ck_node *n, ck_diag *d) {
     return CK_OK;
 }
 
+/* InstanceNormalization: x (N, C, D1, ...) normalized over D1... per (n, c), then scale[c] x + B[c]
+ * (passes/lower.c turns it into LayerNormalization; GroupNorm exports as one) */
+ck_status ck_infer_instance_norm(ck_node *n, ck_diag *d) {
+    const ck_value *x = n->in[0];
+    char b1[300], b2[300];
+    if (x->rank < 3) return node_err(d, n, CK_ERR_SHAPE, "%s must have rank >= 3 (N,C,D1,...)", in_desc(n, 0, b1, sizeof b1));
+    if (!check_dtype_float(n, 0, d)) return CK_ERR_UNSUPPORTED;
+    for (int i = 1; i < 3; i++)
+        if (n->in[i]->rank != 1 || n->in[i]->dims[0] != x->dims[1])
+            return node_err(d, n, CK_ERR_SHAPE, "%s %s must have shape (%lld) to match the channels of %s", i == 1 ? "scale" : "B",
+                            in_desc(n, i, b1, sizeof b1), (long long)x->dims[1], in_desc(n, 0, b2, sizeof b2));
+    copy_out(n, 0, x);
+    return CK_OK;
+}
+
 ck_status ck_infer_batch_norm(ck_node *n, ck_diag *d) {
     const ck_value *x = n->in[0];
     char b1[300], b2[300];

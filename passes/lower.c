@@ -17,6 +17,9 @@
  *     (ckptc has no Einsum kernel: this is how it runs; what it accepts: ir/einsum.c)
  *   ReduceL1(x) / ReduceSumSquare(x) / ReduceL2(x) -> ReduceSum(Abs(x)) / ReduceSum(x*x) / Sqrt(ReduceSum(x*x))
  *     (same axes and keepdims; L2's gradient is infinite where a norm is 0, as Sqrt's is)
+ *   InstanceNormalization(x, scale, B)      -> Reshape(LayerNormalization(Reshape(x, (N, C, S)), ones(S))
+ *                                              * Reshape(scale, (C, 1)) + Reshape(B, (C, 1)), x's shape)
+ *     (GroupNorm exports as Reshape, InstanceNormalization over the groups, Reshape, Mul, Add)
  *
  * Reshapes are views (no bytes), Gemm's gradient uses its trans flags (no transposes), and Gelu's
  * gradient reads only x. LSTM, GRU and RNN nodes are unrolled over their sequence by lower_rnn.c
@@ -308,6 +311,51 @@ static bool lower_reduce_norm(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st
     return true;
 }
 
+/* ---------------------------------------------------------------- InstanceNormalization */
+
+/* A 1-D float constant of n ones. */
+static ck_value *ones_const(ck_lower *L, int64_t n) {
+    ck_value *c = ck_graph_add_value(L->g, "ones", CK_F32, 1, &n, CK_ROLE_CONST);
+    float *f = ck_arena_alloc(L->g->arena, sizeof(float) * (size_t)(n + 1));
+    CK_ASSERT(f);
+    for (int64_t i = 0; i < n; i++) f[i] = 1.0f;
+    c->data = f;
+    return c;
+}
+
+/* InstanceNormalization(x (N, C, D...), scale, B) -> Reshape(x, (N, C, S)), LayerNormalization over
+ * its last axis with a constant scale of ones, then * scale[c] + B[c] on (C, 1) views, Reshape back:
+ * the normalization is LayerNormalization's kernel and gradient (mean, then the biased variance,
+ * as the spec and PyTorch), the affine two broadcast elementwise nodes (fusion joins them). */
+static bool lower_instance_norm(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
+    ck_value *x = n->in[0];
+    int64_t N = x->dims[0], C = x->dims[1], S = 1;
+    for (int i = 2; i < x->rank; i++) S *= x->dims[i];
+    char nm[600];
+    snprintf(nm, sizeof nm, "%s/rows", n->name);
+    ck_value *rows = x->rank == 3 ? x : reshape(L, nm, x, 3, (int64_t[]){N, C, S}, d);
+    if (!rows) return *st = CK_ERR_SHAPE, true;
+    snprintf(nm, sizeof nm, "%s/norm", n->name);
+    ck_node *ln = emit(L, CK_OP_LAYER_NORM, nm, 2, (ck_value *[]){rows, ones_const(L, S)});
+    set_int(L, ln, "axis", 2);
+    ck_node_add_attr(L->g, ln, (ck_attr){.name = "epsilon", .kind = CK_ATTR_FLOAT, .f = ck_attr_float(n, "epsilon", 1e-5f)});
+    if ((*st = ck_infer_node(ln, d))) return true;
+    snprintf(nm, sizeof nm, "%s/scale", n->name);
+    ck_value *sc = reshape(L, nm, n->in[1], 2, (int64_t[]){C, 1}, d);
+    snprintf(nm, sizeof nm, "%s/bias", n->name);
+    ck_value *bi = sc ? reshape(L, nm, n->in[2], 2, (int64_t[]){C, 1}, d) : NULL;
+    if (!bi) return *st = CK_ERR_SHAPE, true;
+    snprintf(nm, sizeof nm, "%s/mul", n->name);
+    ck_node *m = emit(L, CK_OP_MUL, nm, 2, (ck_value *[]){ln->out[0], sc});
+    if ((*st = ck_infer_node(m, d))) return true;
+    snprintf(nm, sizeof nm, "%s/add", n->name);
+    ck_node *a = emit(L, CK_OP_ADD, x->rank == 3 ? n->name : nm, 2, (ck_value *[]){m->out[0], bi});
+    if (x->rank == 3) return *st = adopt_output(L, a, n->out[0], d), true;
+    if ((*st = ck_infer_node(a, d))) return true;
+    *st = adopt_output(L, emit(L, CK_OP_RESHAPE, n->name, 2, (ck_value *[]){a->out[0], shape_const(L, x->rank, x->dims)}), n->out[0], d);
+    return true;
+}
+
 ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
     (void)o;
     ck_lower L = {.g = g};
@@ -336,6 +384,7 @@ ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
         else if (n->op == CK_OP_EINSUM) done = lower_einsum(&L, n, d, &st);
         else if (n->op == CK_OP_REDUCE_L1 || n->op == CK_OP_REDUCE_L2 || n->op == CK_OP_REDUCE_SUM_SQUARE)
             done = lower_reduce_norm(&L, n, d, &st);
+        else if (n->op == CK_OP_INSTANCE_NORM) done = lower_instance_norm(&L, n, d, &st);
         else if (n->op == CK_OP_LSTM || n->op == CK_OP_GRU || n->op == CK_OP_RNN) done = true, st = ck_lower_rnn(&L, n, d);
         if (done) changed++;
         else push(&L, n);

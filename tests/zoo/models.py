@@ -138,6 +138,33 @@ def wide_resnet():
     return ResNet(Bottleneck, [1, 1, 1, 1], width_per_group=128, num_classes=10)
 
 
+def resnet_gn():
+    """torchvision's ResNet with GroupNorm (8 groups) in place of BatchNorm: ONNX exports GroupNorm as
+    Reshape, InstanceNormalization over the groups, Reshape, Mul, Add"""
+    import torch.nn as nn
+    from torchvision.models.resnet import BasicBlock, ResNet
+    return ResNet(BasicBlock, [1, 1, 1, 1], num_classes=10, norm_layer=lambda c: nn.GroupNorm(8, c))
+
+
+def instancenorm():
+    """a small conv net with InstanceNorm2d (affine) between its convolutions, as style-transfer
+    and GAN discriminators are built"""
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.InstanceNorm2d(16, affine=True), nn.ReLU(),
+                                      nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.InstanceNorm2d(32, affine=True), nn.ReLU(),
+                                      nn.Conv2d(32, 32, 3, stride=2, padding=1), nn.InstanceNorm2d(32, affine=True), nn.ReLU())
+            self.head = nn.Linear(32, 10)
+
+        def forward(self, x):
+            return self.head(self.body(x).mean((2, 3)))
+
+    return Net()
+
+
 def _tv_plain(fn, **kw):
     return lambda: getattr(_tv(), fn)(num_classes=10, **kw)
 
@@ -157,6 +184,8 @@ MODELS = [
     Spec("mobilenet_v3", "mobilenet_v3", _tv_plain("mobilenet_v3_small"), IMG(64), bn=True, notes="mobilenet_v3_small"),
     Spec("regnet", "regnet", _tv_plain("regnet_x_400mf"), IMG(64), bn=True, notes="regnet_x_400mf"),
     Spec("resnet", "resnet", resnet, IMG(64), bn=True, notes="resnet18"),
+    Spec("resnet_gn", "resnet (GroupNorm)", resnet_gn, IMG(32), notes="basic blocks [1,1,1,1], GroupNorm(8) for BatchNorm"),
+    Spec("instancenorm", "InstanceNorm conv net", instancenorm, IMG(32), notes="3 convolutions, InstanceNorm2d (affine), 16-32 channels"),
     Spec("resnext", "resnext", resnext, IMG(64), bn=True, notes="bottleneck [1,1,1,1], 8 groups x 4"),
     Spec("wide_resnet", "wide_resnet", wide_resnet, IMG(64), bn=True, notes="bottleneck [1,1,1,1], width 128"),
     Spec("shufflenet", "shufflenet", _tv_plain("shufflenet_v2_x0_5"), IMG(64), bn=True, notes="shufflenet_v2_x0_5"),
