@@ -185,6 +185,22 @@ typedef struct ck_einsum {
 } ck_einsum;
 bool ck_einsum_parse(const char *eq, int n_terms, ck_einsum *e, char *err, size_t errlen);
 int64_t ck_einsum_dim(const ck_einsum *e, const ck_value *const *in, char c);
+
+/* Resize (ir/resize.c): the geometry of a Resize node that ckptc accepts, and per output position
+ * of an axis the input indices it reads; passes/lower.c turns it into Gathers. */
+typedef struct ck_resize {
+    int rank;
+    int64_t out[CK_MAX_RANK]; /* the output's dims */
+    double scale[CK_MAX_RANK];  /* per axis: the given scale, or out / in for sizes */
+    double length[CK_MAX_RANK]; /* per axis: in * scale before the floor (scales), or out */
+    int linear, coord, nearest;
+} ck_resize;
+ck_status ck_resize_geometry(ck_node *n, ck_resize *r, ck_diag *d);
+/* Output position i of axis a (input length in) reads input index i0, or with linear mode
+ * (1 - w1) x[i0] + w1 x[i1]; returns whether it needs the second tap. */
+bool ck_resize_taps(const ck_resize *r, int a, int64_t in, int64_t i, int64_t *i0, int64_t *i1, float *w1);
+/* Whether axis a is left as it is (every output position reads its own index). */
+bool ck_resize_identity(const ck_resize *r, int a, int64_t in);
 /* Floating-point operations one run of the node costs (flops.c). */
 int64_t ck_node_flops(const ck_node *n);
 

@@ -407,7 +407,8 @@ static void offload(ck_graph *g, int nf, int nid, const int *gpos, int ng) {
         while (k + 1 < ng && gpos[k + 1] <= i) k++;
         grp[i] = i < nf ? -1 : k;
     }
-    for (int i = 0; i <= nid; i++) first[i] = -1;
+    enum { UNREAD = -2 }; /* first[]: no backward read yet; -1: first read before any group */
+    for (int i = 0; i <= nid; i++) first[i] = UNREAD;
     for (int i = nf; i < nn; i++) {
         ck_node *c = g->nodes[i];
         for (int q = 0; q < c->n_in; q++) {
@@ -415,11 +416,11 @@ static void offload(ck_graph *g, int nf, int nid, const int *gpos, int ng) {
             if (!v || v->id >= nid) continue;
             if (c->recompute_of && v->producer && v->producer->phase == CK_PHASE_FORWARD && !v->producer->recompute_of && !v->alias)
                 cand[v->id] = true;
-            if (first[v->id] < 0) first[v->id] = grp[i]; /* the first group reading it (-1: before any) */
+            if (first[v->id] == UNREAD) first[v->id] = grp[i]; /* the first group reading it (-1: before any) */
         }
     }
     for (int i = 0; i <= nid; i++)
-        if (first[i] < 0) cand[i] = false;
+        if (first[i] < 0) cand[i] = false; /* read before the first group (or never): it stays */
     for (int k = 0; k < g->n_outputs; k++)
         if (g->outputs[k]->id < nid) cand[g->outputs[k]->id] = false;
     ck_node **host_of = calloc((size_t)nid + 1, sizeof *host_of), **reload = calloc((size_t)nid + 1, sizeof *reload);

@@ -20,6 +20,9 @@
  *   InstanceNormalization(x, scale, B)      -> Reshape(LayerNormalization(Reshape(x, (N, C, S)), ones(S))
  *                                              * Reshape(scale, (C, 1)) + Reshape(B, (C, 1)), x's shape)
  *     (GroupNorm exports as Reshape, InstanceNormalization over the groups, Reshape, Mul, Add)
+ *   Resize(x, ...)                          -> per changed axis Gather(y, i0) (nearest), or
+ *                                              Gather(y, i0) * (1 - w) + Gather(y, i1) * w (linear),
+ *                                              constant indices and weights (ir/resize.c)
  *
  * Reshapes are views (no bytes), Gemm's gradient uses its trans flags (no transposes), and Gelu's
  * gradient reads only x. LSTM, GRU and RNN nodes are unrolled over their sequence by lower_rnn.c
@@ -356,6 +359,76 @@ static bool lower_instance_norm(ck_lower *L, ck_node *n, ck_diag *d, ck_status *
     return true;
 }
 
+/* ---------------------------------------------------------------- Resize */
+
+/* A float constant of dims (rank) holding v. */
+static ck_value *f32_const(ck_lower *L, const char *name, int rank, const int64_t *dims, const float *v, int64_t n) {
+    ck_value *c = ck_graph_add_value(L->g, name, CK_F32, rank, dims, CK_ROLE_CONST);
+    float *f = ck_arena_alloc(L->g->arena, sizeof(float) * (size_t)(n + 1));
+    CK_ASSERT(f);
+    memcpy(f, v, sizeof(float) * (size_t)n);
+    c->data = f;
+    return c;
+}
+
+/* Gather(x, idx[0..n), axis) with the indices a constant, inferred; NULL on an error (in d). */
+static ck_node *gather_axis(ck_lower *L, const char *name, ck_value *x, int axis, const int64_t *idx, int64_t n, ck_diag *d) {
+    ck_value *ic = ck_graph_add_value(L->g, "resize_idx", CK_I64, 1, &n, CK_ROLE_CONST);
+    int64_t *v = ck_arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(n + 1));
+    CK_ASSERT(v);
+    memcpy(v, idx, sizeof(int64_t) * (size_t)n);
+    ic->data = v;
+    ck_node *g = emit(L, CK_OP_GATHER, name, 2, (ck_value *[]){x, ic});
+    set_int(L, g, "axis", axis);
+    return ck_infer_node(g, d) ? NULL : g;
+}
+
+/* Resize -> for each axis it changes (ir/resize.c: ck_resize_taps), the axis' output positions
+ * gathered from constant indices: nearest, one Gather; linear, two Gathers weighted by constants,
+ * (1 - w) x[i0] + w x[i1] (a position that needs one tap has w = 0 and i1 = i0). Axes that shrink
+ * go first, so the intermediate tensors stay as small as they can. Gather's gradient sums into the
+ * input in a fixed order, so the step stays deterministic. */
+static bool lower_resize(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
+    ck_resize r;
+    if ((*st = ck_resize_geometry(n, &r, d))) return true;
+    ck_value *x = n->in[0], *y = x;
+    ck_node *last = NULL;
+    char nm[600];
+    for (int pass = 0; pass < 2; pass++)
+        for (int a = 0; a < r.rank; a++) {
+            int64_t in = x->dims[a], out = r.out[a];
+            if ((pass == 0) != (out < in) || ck_resize_identity(&r, a, in)) continue;
+            int64_t *i0 = malloc(sizeof(int64_t) * (size_t)(out + 1)), *i1 = malloc(sizeof(int64_t) * (size_t)(out + 1));
+            float *w0 = malloc(sizeof(float) * (size_t)(out + 1)), *w1 = malloc(sizeof(float) * (size_t)(out + 1));
+            CK_ASSERT(i0 && i1 && w0 && w1);
+            bool two = false;
+            for (int64_t i = 0; i < out; i++) {
+                if (ck_resize_taps(&r, a, in, i, &i0[i], &i1[i], &w1[i])) two = true;
+                else i1[i] = i0[i], w1[i] = 0.0f;
+                w0[i] = 1.0f - w1[i];
+            }
+            snprintf(nm, sizeof nm, "%s/axis%d", n->name, a);
+            ck_node *g0 = gather_axis(L, nm, y, a, i0, out, d), *g1 = two && g0 ? gather_axis(L, nm, y, a, i1, out, d) : NULL;
+            if (g0 && two && g1) { /* (1 - w) g0 + w g1, the weights (out, 1, ...) along axis a */
+                int64_t wd[CK_MAX_RANK];
+                int wr = r.rank - a;
+                wd[0] = out;
+                for (int k = 1; k < wr; k++) wd[k] = 1;
+                ck_node *m0 = emit(L, CK_OP_MUL, nm, 2, (ck_value *[]){g0->out[0], f32_const(L, "resize_w0", wr, wd, w0, out)});
+                ck_node *m1 = emit(L, CK_OP_MUL, nm, 2, (ck_value *[]){g1->out[0], f32_const(L, "resize_w1", wr, wd, w1, out)});
+                last = ck_infer_node(m0, d) || ck_infer_node(m1, d) ? NULL : emit(L, CK_OP_ADD, nm, 2, (ck_value *[]){m0->out[0], m1->out[0]});
+                if (last && ck_infer_node(last, d)) last = NULL;
+            } else
+                last = two ? NULL : g0;
+            free(i0), free(i1), free(w0), free(w1);
+            if (!last) return *st = CK_ERR_SHAPE, true;
+            y = last->out[0];
+        }
+    if (!last) last = emit(L, CK_OP_IDENTITY, n->name, 1, &x); /* every axis as it was */
+    *st = adopt_output(L, last, n->out[0], d);
+    return true;
+}
+
 ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
     (void)o;
     ck_lower L = {.g = g};
@@ -385,6 +458,7 @@ ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
         else if (n->op == CK_OP_REDUCE_L1 || n->op == CK_OP_REDUCE_L2 || n->op == CK_OP_REDUCE_SUM_SQUARE)
             done = lower_reduce_norm(&L, n, d, &st);
         else if (n->op == CK_OP_INSTANCE_NORM) done = lower_instance_norm(&L, n, d, &st);
+        else if (n->op == CK_OP_RESIZE) done = lower_resize(&L, n, d, &st);
         else if (n->op == CK_OP_LSTM || n->op == CK_OP_GRU || n->op == CK_OP_RNN) done = true, st = ck_lower_rnn(&L, n, d);
         if (done) changed++;
         else push(&L, n);

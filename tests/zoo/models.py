@@ -165,6 +165,51 @@ def instancenorm():
     return Net()
 
 
+def lraspp():
+    """torchvision's LR-ASPP segmentation head on MobileNet-V3-Large: bilinear Resize of its
+    logits to the input size; classes last for the cross-entropy over every pixel"""
+    import torch.nn as nn
+
+    class Seg(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = _tv().segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=4)
+
+        def forward(self, x):
+            return self.m(x)["out"].permute(0, 2, 3, 1)
+
+    return Seg()
+
+
+def unet():
+    """a small U-Net: GroupNorm conv blocks, max-pool down, nearest and bilinear (align_corners)
+    Upsample up, skip connections by Concat; per-pixel classes last"""
+    import torch
+    import torch.nn as nn
+
+    def block(i, o):
+        return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.GroupNorm(4, o), nn.ReLU(), nn.Conv2d(o, o, 3, padding=1), nn.ReLU())
+
+    class UNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.d1, self.d2, self.mid = block(3, 8), block(8, 16), block(16, 32)
+            self.up2 = nn.Upsample(scale_factor=2, mode="nearest")
+            self.up1 = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+            self.u2, self.u1 = block(32 + 16, 16), block(16 + 8, 8)
+            self.out = nn.Conv2d(8, 3, 1)
+
+        def forward(self, x):
+            a = self.d1(x)
+            b = self.d2(nn.functional.max_pool2d(a, 2))
+            c = self.mid(nn.functional.max_pool2d(b, 2))
+            b = self.u2(torch.cat([self.up2(c), b], 1))
+            a = self.u1(torch.cat([self.up1(b), a], 1))
+            return self.out(a).permute(0, 2, 3, 1)
+
+    return UNet()
+
+
 def _tv_plain(fn, **kw):
     return lambda: getattr(_tv(), fn)(num_classes=10, **kw)
 
@@ -186,6 +231,10 @@ MODELS = [
     Spec("resnet", "resnet", resnet, IMG(64), bn=True, notes="resnet18"),
     Spec("resnet_gn", "resnet (GroupNorm)", resnet_gn, IMG(32), notes="basic blocks [1,1,1,1], GroupNorm(8) for BatchNorm"),
     Spec("instancenorm", "InstanceNorm conv net", instancenorm, IMG(32), notes="3 convolutions, InstanceNorm2d (affine), 16-32 channels"),
+    Spec("lraspp", "segmentation (LR-ASPP)", lraspp, IMG(64), classes=4, label_shape=(2, 64, 64), bn=True,
+         notes="lraspp_mobilenet_v3_large, 4 classes, 64x64, bilinear Resize to the input"),
+    Spec("unet", "U-Net", unet, IMG(32), classes=3, label_shape=(2, 32, 32),
+         notes="2 levels, 8-32 channels, GroupNorm, nearest and bilinear (align_corners) Upsample"),
     Spec("resnext", "resnext", resnext, IMG(64), bn=True, notes="bottleneck [1,1,1,1], 8 groups x 4"),
     Spec("wide_resnet", "wide_resnet", wide_resnet, IMG(64), bn=True, notes="bottleneck [1,1,1,1], width 128"),
     Spec("shufflenet", "shufflenet", _tv_plain("shufflenet_v2_x0_5"), IMG(64), bn=True, notes="shufflenet_v2_x0_5"),
