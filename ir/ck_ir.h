@@ -201,6 +201,16 @@ ck_status ck_resize_geometry(ck_node *n, ck_resize *r, ck_diag *d);
 bool ck_resize_taps(const ck_resize *r, int a, int64_t in, int64_t i, int64_t *i0, int64_t *i1, float *w1);
 /* Whether axis a is left as it is (every output position reads its own index). */
 bool ck_resize_identity(const ck_resize *r, int a, int64_t in);
+
+/* ConvTranspose (ir/convt.c): its geometry per spatial axis, pads resolved (output_shape,
+ * auto_pad); passes/lower.c runs it as a Conv of the zero-dilated input with flipped weights. */
+typedef struct ck_convt {
+    int ns; /* spatial axes */
+    int64_t group, out_ch;
+    int64_t k[CK_MAX_RANK], stride[CK_MAX_RANK], dil[CK_MAX_RANK], pad_b[CK_MAX_RANK], pad_e[CK_MAX_RANK], out_pad[CK_MAX_RANK];
+    int64_t out[CK_MAX_RANK]; /* the output's spatial dims */
+} ck_convt;
+ck_status ck_convt_geometry(ck_node *n, ck_convt *g, ck_diag *d);
 /* Floating-point operations one run of the node costs (flops.c). */
 int64_t ck_node_flops(const ck_node *n);
 

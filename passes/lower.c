@@ -23,6 +23,9 @@
  *   Resize(x, ...)                          -> per changed axis Gather(y, i0) (nearest), or
  *                                              Gather(y, i0) * (1 - w) + Gather(y, i1) * w (linear),
  *                                              constant indices and weights (ir/resize.c)
+ *   ConvTranspose(x, w, B)                  -> Conv(Pad(x with stride - 1 zeros between elements),
+ *                                              w flipped and its channel axes swapped, B) at stride 1
+ *                                              (ir/convt.c)
  *
  * Reshapes are views (no bytes), Gemm's gradient uses its trans flags (no transposes), and Gelu's
  * gradient reads only x. LSTM, GRU and RNN nodes are unrolled over their sequence by lower_rnn.c
@@ -372,13 +375,18 @@ static ck_value *f32_const(ck_lower *L, const char *name, int rank, const int64_
 }
 
 /* Gather(x, idx[0..n), axis) with the indices a constant, inferred; NULL on an error (in d). */
+/* A 1-D int64 constant holding v[0..n). */
+static ck_value *i64_const(ck_lower *L, const char *name, int64_t n, const int64_t *v) {
+    ck_value *c = ck_graph_add_value(L->g, name, CK_I64, 1, &n, CK_ROLE_CONST);
+    int64_t *a = ck_arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(n + 1));
+    CK_ASSERT(a);
+    memcpy(a, v, sizeof(int64_t) * (size_t)n);
+    c->data = a;
+    return c;
+}
+
 static ck_node *gather_axis(ck_lower *L, const char *name, ck_value *x, int axis, const int64_t *idx, int64_t n, ck_diag *d) {
-    ck_value *ic = ck_graph_add_value(L->g, "resize_idx", CK_I64, 1, &n, CK_ROLE_CONST);
-    int64_t *v = ck_arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(n + 1));
-    CK_ASSERT(v);
-    memcpy(v, idx, sizeof(int64_t) * (size_t)n);
-    ic->data = v;
-    ck_node *g = emit(L, CK_OP_GATHER, name, 2, (ck_value *[]){x, ic});
+    ck_node *g = emit(L, CK_OP_GATHER, name, 2, (ck_value *[]){x, i64_const(L, "indices", n, idx)});
     set_int(L, g, "axis", axis);
     return ck_infer_node(g, d) ? NULL : g;
 }
@@ -429,6 +437,105 @@ static bool lower_resize(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
     return true;
 }
 
+/* ---------------------------------------------------------------- ConvTranspose */
+
+static void set_ints(ck_lower *L, ck_node *n, const char *name, int cnt, const int64_t *v) {
+    int64_t *a = ck_arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(cnt + 1));
+    CK_ASSERT(a);
+    memcpy(a, v, sizeof(int64_t) * (size_t)cnt);
+    ck_node_add_attr(L->g, n, (ck_attr){.name = name, .kind = CK_ATTR_INTS, .n = cnt, .ints = a});
+}
+
+/* Pad(x, begin[0..rank) ++ end[0..rank)) with zeros (negative amounts crop), inferred; NULL on an error. */
+static ck_value *pad_zeros(ck_lower *L, const char *name, ck_value *x, const int64_t *pads, ck_diag *d) {
+    ck_node *p = emit(L, CK_OP_PAD, name, 2, (ck_value *[]){x, i64_const(L, "pads", 2 * x->rank, pads)});
+    return ck_infer_node(p, d) ? NULL : p->out[0];
+}
+
+/* ConvTranspose(x, w, B) -> Conv(z, w', B) at stride 1 (ir/convt.c): z is x with stride - 1 zeros
+ * after each element along each spatial axis (Reshape to (N, C, D1, 1, D2, 1, ...), Pad the unit
+ * axes to the stride, Reshape back), then padded by dilation (k - 1) - pad_begin before and
+ * dilation (k - 1) - pad_end + output_padding - (stride - 1) after (negative: cropped); w' is w
+ * flipped along each spatial axis (Gathers of reversed indices) with its input and output
+ * channels swapped within each group (Transpose). The convolution multiplies the inserted zeros
+ * too: stride^ns times the FLOPs of a direct kernel, the price of running on Conv's kernels and
+ * gradient. Gradients reach x through the Pads and Reshapes and w through the Transpose and
+ * Gathers. */
+static bool lower_conv_transpose(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
+    ck_convt g;
+    if ((*st = ck_convt_geometry(n, &g, d))) return true;
+    ck_value *x = n->in[0], *w = n->in[1], *z = x;
+    int r = x->rank, ns = g.ns;
+    char nm[600];
+    snprintf(nm, sizeof nm, "%s/dilate", n->name);
+    bool strided = false;
+    for (int i = 0; i < ns; i++) strided = strided || g.stride[i] > 1;
+    if (strided) { /* (N, C, D1, 1, D2, 1, ...) padded to (N, C, D1, s1, D2, s2, ...), then (N, C, D1 s1, D2 s2, ...) */
+        int64_t split[CK_MAX_RANK], pads[2 * CK_MAX_RANK] = {0}, merged[CK_MAX_RANK];
+        int rs = 2 + 2 * ns;
+        split[0] = merged[0] = x->dims[0], split[1] = merged[1] = x->dims[1];
+        for (int i = 0; i < ns; i++) {
+            split[2 + 2 * i] = x->dims[2 + i], split[3 + 2 * i] = 1;
+            pads[rs + 3 + 2 * i] = g.stride[i] - 1;
+            merged[2 + i] = x->dims[2 + i] * g.stride[i];
+        }
+        z = reshape(L, nm, z, rs, split, d);
+        z = z ? pad_zeros(L, nm, z, pads, d) : NULL;
+        z = z ? reshape(L, nm, z, r, merged, d) : NULL;
+        if (!z) return *st = CK_ERR_SHAPE, true;
+    }
+    int64_t pads[2 * CK_MAX_RANK] = {0};
+    bool padded = false;
+    for (int i = 0; i < ns; i++) {
+        int64_t span = g.dil[i] * (g.k[i] - 1);
+        pads[2 + i] = span - g.pad_b[i];
+        pads[r + 2 + i] = span - g.pad_e[i] + g.out_pad[i] - (g.stride[i] - 1);
+        padded = padded || pads[2 + i] || pads[r + 2 + i];
+    }
+    snprintf(nm, sizeof nm, "%s/pad", n->name);
+    if (padded && !(z = pad_zeros(L, nm, z, pads, d))) return *st = CK_ERR_SHAPE, true;
+    /* the weights: flipped, then (C_in, C_out/g, k...) -> (C_out, C_in/g, k...) */
+    snprintf(nm, sizeof nm, "%s/flip", n->name);
+    ck_value *wf = w;
+    for (int i = 0; i < ns; i++) {
+        if (g.k[i] < 2) continue;
+        int64_t rev[64], *idx = g.k[i] <= 64 ? rev : malloc(sizeof(int64_t) * (size_t)g.k[i]);
+        CK_ASSERT(idx);
+        for (int64_t t = 0; t < g.k[i]; t++) idx[t] = g.k[i] - 1 - t;
+        ck_node *fl = gather_axis(L, nm, wf, 2 + i, idx, g.k[i], d);
+        if (idx != rev) free(idx);
+        if (!fl) return *st = CK_ERR_SHAPE, true;
+        wf = fl->out[0];
+    }
+    int64_t cg = w->dims[0] / g.group, mg = w->dims[1], dims[CK_MAX_RANK + 1], perm[CK_MAX_RANK + 1];
+    dims[0] = g.group, dims[1] = cg, dims[2] = mg;
+    for (int i = 0; i < ns; i++) dims[3 + i] = g.k[i];
+    bool grouped = g.group > 1;
+    if (grouped && r + 1 > CK_MAX_RANK) return *st = ck_node_err(d, n, CK_ERR_UNSUPPORTED, "grouped ConvTranspose of rank %d", r), true;
+    int o = grouped ? 1 : 0; /* the group axis, when there is one, stays first */
+    perm[0] = 0, perm[o] = o + 1, perm[o + 1] = o;
+    for (int i = 0; i < ns; i++) perm[o + 2 + i] = o + 2 + i;
+    snprintf(nm, sizeof nm, "%s/weight", n->name);
+    ck_value *wg = grouped ? reshape(L, nm, wf, r + 1, dims, d) : wf;
+    if (!wg) return *st = CK_ERR_SHAPE, true;
+    ck_node *tr = emit(L, CK_OP_TRANSPOSE, nm, 1, &wg);
+    set_ints(L, tr, "perm", r + o, perm);
+    if ((*st = ck_infer_node(tr, d))) return true;
+    ck_value *wt = tr->out[0];
+    if (grouped) {
+        int64_t wd[CK_MAX_RANK];
+        wd[0] = g.out_ch, wd[1] = cg;
+        for (int i = 0; i < ns; i++) wd[2 + i] = g.k[i];
+        if (!(wt = reshape(L, nm, wt, r, wd, d))) return *st = CK_ERR_SHAPE, true;
+    }
+    bool bias = n->n_in > 2 && n->in[2];
+    ck_node *cv = emit(L, CK_OP_CONV, n->name, bias ? 3 : 2, (ck_value *[]){z, wt, bias ? n->in[2] : NULL});
+    set_ints(L, cv, "dilations", ns, g.dil);
+    set_int(L, cv, "group", g.group);
+    *st = adopt_output(L, cv, n->out[0], d);
+    return true;
+}
+
 ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
     (void)o;
     ck_lower L = {.g = g};
@@ -459,6 +566,7 @@ ck_status ck_pass_lower(ck_graph *g, const ck_options *o, ck_diag *d) {
             done = lower_reduce_norm(&L, n, d, &st);
         else if (n->op == CK_OP_INSTANCE_NORM) done = lower_instance_norm(&L, n, d, &st);
         else if (n->op == CK_OP_RESIZE) done = lower_resize(&L, n, d, &st);
+        else if (n->op == CK_OP_CONV_TRANSPOSE) done = lower_conv_transpose(&L, n, d, &st);
         else if (n->op == CK_OP_LSTM || n->op == CK_OP_GRU || n->op == CK_OP_RNN) done = true, st = ck_lower_rnn(&L, n, d);
         if (done) changed++;
         else push(&L, n);

@@ -210,6 +210,25 @@ def unet():
     return UNet()
 
 
+def convtranspose():
+    """an encoder-decoder whose decoder is ConvTranspose2d: DCGAN's (4, stride 2, pad 1), a grouped
+    one with output_padding, and a dilated one; per-pixel classes last"""
+    import torch.nn as nn
+
+    class EncDec(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU())
+            self.dec = nn.Sequential(nn.ConvTranspose2d(32, 16, 4, stride=2, padding=1), nn.GroupNorm(4, 16), nn.ReLU(),
+                                     nn.ConvTranspose2d(16, 8, 3, stride=2, padding=1, output_padding=1, groups=2), nn.ReLU(),
+                                     nn.ConvTranspose2d(8, 3, 3, padding=2, dilation=2))
+
+        def forward(self, x):
+            return self.dec(self.enc(x)).permute(0, 2, 3, 1)
+
+    return EncDec()
+
+
 def _tv_plain(fn, **kw):
     return lambda: getattr(_tv(), fn)(num_classes=10, **kw)
 
@@ -235,6 +254,8 @@ MODELS = [
          notes="lraspp_mobilenet_v3_large, 4 classes, 64x64, bilinear Resize to the input"),
     Spec("unet", "U-Net", unet, IMG(32), classes=3, label_shape=(2, 32, 32),
          notes="2 levels, 8-32 channels, GroupNorm, nearest and bilinear (align_corners) Upsample"),
+    Spec("convtranspose", "ConvTranspose decoder", convtranspose, IMG(32), classes=3, label_shape=(2, 32, 32),
+         notes="2 strided convolutions, 3 ConvTranspose2d (4/2/1; grouped, output_padding 1; dilation 2)"),
     Spec("resnext", "resnext", resnext, IMG(64), bn=True, notes="bottleneck [1,1,1,1], 8 groups x 4"),
     Spec("wide_resnet", "wide_resnet", wide_resnet, IMG(64), bn=True, notes="bottleneck [1,1,1,1], width 128"),
     Spec("shufflenet", "shufflenet", _tv_plain("shufflenet_v2_x0_5"), IMG(64), bn=True, notes="shufflenet_v2_x0_5"),

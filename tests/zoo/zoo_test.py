@@ -87,7 +87,7 @@ from ckptc_export import export  # noqa: E402
 
 torch.set_num_threads(1)
 TOL_FACTOR = 10  # ours may be this many times PyTorch float32's own error (see the docstring)
-SMALL = {"convnext", "densenet", "efficientnet_v2", "swin", "vit", "gpt2", "llama", "bert", "shufflenet", "instancenorm", "unet"}
+SMALL = {"convnext", "densenet", "efficientnet_v2", "swin", "vit", "gpt2", "llama", "bert", "shufflenet", "instancenorm", "unet", "convtranspose"}
 LR, STEPS = 0.05, 3
 results, rows, failed = [], {}, {}
 EXPORT_LOCK = threading.Lock()  # torch.onnx.export and torch's seed are global: one model at a time
