@@ -191,8 +191,7 @@ int64_t ck_einsum_dim(const ck_einsum *e, const ck_value *const *in, char c);
 typedef struct ck_resize {
     int rank;
     int64_t out[CK_MAX_RANK]; /* the output's dims */
-    double scale[CK_MAX_RANK];  /* per axis: the given scale, or out / in for sizes */
-    double length[CK_MAX_RANK]; /* per axis: in * scale before the floor (scales), or out */
+    float scale[CK_MAX_RANK]; /* per axis: the given scale, or out / in for sizes */
     int linear, coord, nearest;
 } ck_resize;
 ck_status ck_resize_geometry(ck_node *n, ck_resize *r, ck_diag *d);

@@ -16,7 +16,7 @@ static int ints_or(const ck_node *n, const char *name, int64_t *out, int cnt, in
     for (int i = 0; i < cnt; i++) out[i] = dflt;
     if (!a) return cnt;
     if (a->kind != CK_ATTR_INTS) return -1;
-    for (int i = 0; i < a->n && i < 2 * cnt; i++) out[i] = a->ints[i];
+    for (int i = 0; i < a->n && i < cnt; i++) out[i] = a->ints[i]; /* a longer list is refused by the caller */
     return a->n;
 }
 
@@ -28,6 +28,8 @@ ck_status ck_convt_geometry(ck_node *n, ck_convt *g, ck_diag *d) {
     if (x->dtype != CK_F32 || w->dtype != CK_F32)
         return ck_node_err(d, n, CK_ERR_UNSUPPORTED, "ckptc runs ConvTranspose in float32 ('%s' is %s)", x->name, ck_dtype_name(x->dtype));
     int ns = g->ns = x->rank - 2;
+    if (ns > 3) /* the zero-dilated view has 2 + 2 ns axes (passes/lower.c), at most CK_MAX_RANK */
+        return ck_node_err(d, n, CK_ERR_UNSUPPORTED, "ConvTranspose with %d spatial axes: ckptc supports 1 to 3", ns);
     g->group = ck_attr_int(n, "group", 1);
     if (g->group < 1 || x->dims[1] % g->group || w->dims[0] != x->dims[1])
         return ck_node_err(d, n, CK_ERR_SHAPE, "weight '%s' must have %lld input channels in %lld groups", w->name, (long long)x->dims[1],
@@ -48,6 +50,10 @@ ck_status ck_convt_geometry(ck_node *n, ck_convt *g, ck_diag *d) {
         int64_t k = w->dims[2 + i], in = x->dims[2 + i], s = g->stride[i], dl = g->dil[i];
         if (s < 1 || dl < 1 || g->out_pad[i] < 0)
             return ck_node_err(d, n, CK_ERR_SHAPE, "axis %d: stride, dilation and output_padding must be positive", i);
+        const int64_t big = (int64_t)1 << 31; /* bounds that keep the arithmetic below (and the dilated view) in int64 */
+        if (s > big || dl > big || g->out_pad[i] > big || k > big || in > big || pads[i] < -big || pads[i] > big ||
+            pads[ns + i] < -big || pads[ns + i] > big || (n_out && (outs[i] < 0 || outs[i] > big)))
+            return ck_node_err(d, n, CK_ERR_SHAPE, "axis %d: a stride, dilation, pad, output_padding or output_shape above 2^31", i);
         g->k[i] = k;
         int64_t full = s * (in - 1) + g->out_pad[i] + dl * (k - 1) + 1; /* the output without pads */
         if (n_out || upper || lower) { /* the pads that give output_shape, or in * stride for SAME_* */

@@ -433,7 +433,9 @@ ck_status ck_infer_instance_norm(ck_node *n, ck_diag *d) {
     const ck_value *x = n->in[0];
     char b1[300], b2[300];
     if (x->rank < 3) return node_err(d, n, CK_ERR_SHAPE, "%s must have rank >= 3 (N,C,D1,...)", in_desc(n, 0, b1, sizeof b1));
-    if (!check_dtype_float(n, 0, d)) return CK_ERR_UNSUPPORTED;
+    for (int i = 0; i < 3; i++) /* what its lowering (LayerNormalization, Mul, Add) runs */
+        if (n->in[i]->dtype != CK_F32)
+            return node_err(d, n, CK_ERR_UNSUPPORTED, "%s: ckptc runs InstanceNormalization in float32", in_desc(n, i, b1, sizeof b1));
     for (int i = 1; i < 3; i++)
         if (n->in[i]->rank != 1 || n->in[i]->dims[0] != x->dims[1])
             return node_err(d, n, CK_ERR_SHAPE, "%s %s must have shape (%lld) to match the channels of %s", i == 1 ? "scale" : "B",

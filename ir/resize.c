@@ -6,8 +6,8 @@
  * Accepted (opsets 13-18): mode nearest or linear (cubic is refused); coordinate_transformation_mode
  * half_pixel (the default), pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn
  * (tf_crop_and_resize, which reads roi, is refused); every nearest_mode; scales or sizes as
- * constants, for every axis or for opset 18's `axes`; antialias 0; keep_aspect_ratio_policy
- * stretch. Per axis, with scale s the given scale (scales) or out / in (sizes), the output
+ * constants, for every axis or for opset 18's `axes`; antialias where it changes nothing
+ * (nearest, or no axis shrinking); keep_aspect_ratio_policy stretch. Per axis, with scale s the given scale (scales) or out / in (sizes), the output
  * position i reads the input coordinate
  *   half_pixel          (i + 0.5) / s - 0.5
  *   pytorch_half_pixel  (i + 0.5) / s - 0.5, or 0 when the axis' output length is 1
@@ -17,9 +17,13 @@
  * nearest takes the input index that coordinate rounds to (nearest_mode: round_prefer_floor (the
  * default), round_prefer_ceil, floor, ceil); linear the two indices around it, weighted by the
  * distance; indices outside the axis are clamped to it (the spec's edge padding, PyTorch's clamp).
- * `out` in align_corners and pytorch_half_pixel is the spec's length_resized: in * scale before
- * the output length is floored (scales), or the size (sizes).
- * Coordinates are computed in double.
+ * Lengths and coordinates are computed in float32 from the float32 scales (as onnxruntime does,
+ * and so the output lengths a PyTorch export declares): floor(in * scale) for scales, and
+ * out / in as the scale for sizes. Where the spec's reference implementation and PyTorch /
+ * onnxruntime part (align_corners, and pytorch_half_pixel's "output length 1", with scales whose
+ * in * scale is not a whole number: the reference takes that fraction as length_resized, the
+ * others the output length), ckptc refuses and names the fix (export with sizes), rather than
+ * match one and silently differ from the other.
  */
 #include "ck_ir.h"
 
@@ -53,7 +57,6 @@ ck_status ck_resize_geometry(ck_node *n, ck_resize *r, ck_diag *d) {
                            "coordinate_transformation_mode '%s': ckptc supports half_pixel, pytorch_half_pixel, align_corners, "
                            "asymmetric and tf_half_pixel_for_nn", coord);
     if ((r->nearest = pick(nm, nearests, 4)) < 0) return ck_node_err(d, n, CK_ERR_UNSUPPORTED, "nearest_mode '%s' is not known", nm);
-    if (ck_attr_int(n, "antialias", 0)) return ck_node_err(d, n, CK_ERR_UNSUPPORTED, "antialias=1 is not supported");
     const char *keep = ck_attr_str(n, "keep_aspect_ratio_policy", "stretch");
     if (strcmp(keep, "stretch") != 0)
         return ck_node_err(d, n, CK_ERR_UNSUPPORTED, "keep_aspect_ratio_policy '%s': ckptc supports stretch", keep);
@@ -78,6 +81,8 @@ ck_status ck_resize_geometry(ck_node *n, ck_resize *r, ck_diag *d) {
         for (int i = 0; i < na; i++) {
             axes[i] = aa->ints[i] < 0 ? aa->ints[i] + x->rank : aa->ints[i];
             if (axes[i] < 0 || axes[i] >= x->rank) return ck_node_err(d, n, CK_ERR_SHAPE, "axis %lld is out of range", (long long)aa->ints[i]);
+            for (int j = 0; j < i; j++)
+                if (axes[j] == axes[i]) return ck_node_err(d, n, CK_ERR_SHAPE, "axis %lld is repeated in 'axes'", (long long)aa->ints[i]);
         }
     } else
         for (int i = 0; i < na; i++) axes[i] = i;
@@ -85,56 +90,66 @@ ck_status ck_resize_geometry(ck_node *n, ck_resize *r, ck_diag *d) {
         return ck_node_err(d, n, CK_ERR_SHAPE, "%s '%s' has %lld elements for %d axes", by_scales ? "scales" : "sizes", v->name,
                            (long long)ck_value_numel(v), na);
     r->rank = x->rank;
-    for (int a = 0; a < x->rank; a++) r->out[a] = x->dims[a], r->length[a] = (double)x->dims[a], r->scale[a] = 1.0;
+    for (int a = 0; a < x->rank; a++) r->out[a] = x->dims[a], r->scale[a] = 1.0f;
     for (int i = 0; i < na; i++) {
         int a = (int)axes[i];
         if (by_scales) {
-            double s = ck_value_get_f(v, i);
-            if (!(s > 0.0)) return ck_node_err(d, n, CK_ERR_SHAPE, "scale %g for axis %d must be positive", s, a);
+            float s = (float)ck_value_get_f(v, i), len = (float)x->dims[a] * s;
+            if (!(s > 0.0f) || !(len <= (float)((int64_t)1 << 31)))
+                return ck_node_err(d, n, CK_ERR_SHAPE, "scale %g for axis %d must be positive and give at most 2^31 elements", (double)s, a);
             r->scale[a] = s;
-            r->length[a] = (double)x->dims[a] * s; /* the spec's length_resized: before the floor */
-            r->out[a] = (int64_t)floor(r->length[a]);
+            r->out[a] = (int64_t)floorf(len);
+            bool whole = (float)r->out[a] == len;
+            if (!whole && ((r->coord == COORD_ALIGN_CORNERS && r->out[a] > 1) || (r->coord == COORD_PYTORCH_HALF_PIXEL && r->out[a] == 1 && len > 1.0f)))
+                return ck_node_err(d, n, CK_ERR_UNSUPPORTED,
+                                   "%s with scale %g on axis %d (length %lld): %lld x %g = %g is not a whole length, where the ONNX "
+                                   "reference and PyTorch/onnxruntime disagree; export with sizes (F.interpolate(size=...)) instead",
+                                   coord, (double)s, a, (long long)x->dims[a], (long long)x->dims[a], (double)s, (double)len);
         } else {
             int64_t o = ck_value_get_i(v, i);
-            if (o < 0) return ck_node_err(d, n, CK_ERR_SHAPE, "size %lld for axis %d is negative", (long long)o, a);
-            r->out[a] = o, r->length[a] = (double)o;
-            r->scale[a] = x->dims[a] > 0 ? (double)o / (double)x->dims[a] : 1.0;
+            if (o < 0 || o > ((int64_t)1 << 31)) return ck_node_err(d, n, CK_ERR_SHAPE, "size %lld for axis %d is out of range", (long long)o, a);
+            r->out[a] = o;
+            r->scale[a] = x->dims[a] > 0 ? (float)o / (float)x->dims[a] : 1.0f;
         }
         if (r->out[a] > 0 && x->dims[a] == 0)
             return ck_node_err(d, n, CK_ERR_SHAPE, "axis %d of '%s' is empty and cannot be resized to %lld", a, x->name, (long long)r->out[a]);
     }
+    bool shrinks = false;
+    for (int a = 0; a < x->rank; a++) shrinks = shrinks || r->out[a] < x->dims[a];
+    if (ck_attr_int(n, "antialias", 0) && r->linear && shrinks)
+        return ck_node_err(d, n, CK_ERR_UNSUPPORTED, "antialias=1 when linear resizing shrinks an axis is not supported");
     return CK_OK;
 }
 
-/* The input coordinate output position i of axis a reads (in input units). */
-static double coordinate(const ck_resize *r, int a, int64_t i, int64_t in) {
-    double s = r->scale[a], out = r->length[a];
+/* The input coordinate output position i of axis a reads (in input units), in float32. */
+static float coordinate(const ck_resize *r, int a, int64_t i, int64_t in) {
+    float s = r->scale[a], out = (float)r->out[a], fi = (float)i;
     switch (r->coord) {
-    case COORD_PYTORCH_HALF_PIXEL: return out > 1.0 ? ((double)i + 0.5) / s - 0.5 : 0.0;
-    case COORD_ALIGN_CORNERS: return out > 1.0 ? (double)i * (double)(in - 1) / (out - 1.0) : 0.0;
-    case COORD_ASYMMETRIC: return (double)i / s;
-    case COORD_TF_HALF_PIXEL_FOR_NN: return ((double)i + 0.5) / s;
-    default: return ((double)i + 0.5) / s - 0.5;
+    case COORD_PYTORCH_HALF_PIXEL: return out > 1.0f ? (fi + 0.5f) / s - 0.5f : 0.0f;
+    case COORD_ALIGN_CORNERS: return out > 1.0f ? fi * (float)(in - 1) / (out - 1.0f) : 0.0f;
+    case COORD_ASYMMETRIC: return fi / s;
+    case COORD_TF_HALF_PIXEL_FOR_NN: return (fi + 0.5f) / s;
+    default: return (fi + 0.5f) / s - 0.5f;
     }
 }
 
 static int64_t clamp(int64_t v, int64_t in) { return v < 0 ? 0 : v >= in ? in - 1 : v; }
 
 bool ck_resize_taps(const ck_resize *r, int a, int64_t in, int64_t i, int64_t *i0, int64_t *i1, float *w1) {
-    double c = coordinate(r, a, i, in), f = floor(c);
+    float c = coordinate(r, a, i, in), f = floorf(c);
     if (!r->linear) {
-        double frac = c - f;
+        float frac = c - f;
         int64_t k;
         switch (r->nearest) {
-        case NEAREST_ROUND_PREFER_CEIL: k = (int64_t)(frac >= 0.5 ? f + 1.0 : f); break;
+        case NEAREST_ROUND_PREFER_CEIL: k = (int64_t)(frac >= 0.5f ? f + 1.0f : f); break;
         case NEAREST_FLOOR: k = (int64_t)f; break;
-        case NEAREST_CEIL: k = (int64_t)ceil(c); break;
-        default: k = (int64_t)(frac > 0.5 ? f + 1.0 : f); break;
+        case NEAREST_CEIL: k = (int64_t)ceilf(c); break;
+        default: k = (int64_t)(frac > 0.5f ? f + 1.0f : f); break;
         }
         *i0 = *i1 = clamp(k, in), *w1 = 0.0f;
         return false;
     }
-    *i0 = clamp((int64_t)f, in), *i1 = clamp((int64_t)f + 1, in), *w1 = (float)(c - f);
+    *i0 = clamp((int64_t)f, in), *i1 = clamp((int64_t)f + 1, in), *w1 = c - f;
     return *i0 != *i1 && *w1 != 0.0f;
 }
 

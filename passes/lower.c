@@ -374,7 +374,6 @@ static ck_value *f32_const(ck_lower *L, const char *name, int rank, const int64_
     return c;
 }
 
-/* Gather(x, idx[0..n), axis) with the indices a constant, inferred; NULL on an error (in d). */
 /* A 1-D int64 constant holding v[0..n). */
 static ck_value *i64_const(ck_lower *L, const char *name, int64_t n, const int64_t *v) {
     ck_value *c = ck_graph_add_value(L->g, name, CK_I64, 1, &n, CK_ROLE_CONST);
@@ -385,6 +384,7 @@ static ck_value *i64_const(ck_lower *L, const char *name, int64_t n, const int64
     return c;
 }
 
+/* Gather(x, idx[0..n), axis) with the indices a constant, inferred; NULL on an error (in d). */
 static ck_node *gather_axis(ck_lower *L, const char *name, ck_value *x, int axis, const int64_t *idx, int64_t n, ck_diag *d) {
     ck_node *g = emit(L, CK_OP_GATHER, name, 2, (ck_value *[]){x, i64_const(L, "indices", n, idx)});
     set_int(L, g, "axis", axis);
@@ -408,7 +408,11 @@ static bool lower_resize(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
             if ((pass == 0) != (out < in) || ck_resize_identity(&r, a, in)) continue;
             int64_t *i0 = malloc(sizeof(int64_t) * (size_t)(out + 1)), *i1 = malloc(sizeof(int64_t) * (size_t)(out + 1));
             float *w0 = malloc(sizeof(float) * (size_t)(out + 1)), *w1 = malloc(sizeof(float) * (size_t)(out + 1));
-            CK_ASSERT(i0 && i1 && w0 && w1);
+            if (!i0 || !i1 || !w0 || !w1) {
+                free(i0), free(i1), free(w0), free(w1);
+                ck_diag_add(d, "out of memory lowering Resize '%s' (axis %d, %lld outputs)", n->name, a, (long long)out);
+                return *st = CK_ERR_NOMEM, true;
+            }
             bool two = false;
             for (int64_t i = 0; i < out; i++) {
                 if (ck_resize_taps(&r, a, in, i, &i0[i], &i1[i], &w1[i])) two = true;

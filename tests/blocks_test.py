@@ -6,7 +6,9 @@
 Held-out models exported here with python/ckptc_export.py: an MLP whose tanh and residual add are
 outside each layer's scope (`x = torch.tanh(l(x)) + x`), torchvision's ViT (its units are
 `encoder_layer_N`), RegNet (`block1-0`) and MobileNetV2, a small VGG-style stack of single-layer
-`features.N`. For each: wherever sqrt plans a lower peak than none, blocks plans one at least as
+`features.N`, and residual units whose head reads the first unit's output again (a checkpoint the
+backward reads before the first recompute group, as in LR-ASPP: it must stay on the device under
+--offload). For each: wherever sqrt plans a lower peak than none, blocks plans one at least as
 low, --explain gives each segment its unit and why it ends, and two
 AdamW steps under blocks and under selective (op-level recompute: LayerNorm, GELU, attention
 products, BatchNorm as BatchNormApply) end with the bits of none (dump-params). A model without any repeated
@@ -67,6 +69,21 @@ def models():
         def forward(self, x):
             return self.head(torch.flatten(self.features(x), 1))
 
+    class LongSkip(nn.Module):  # the head reads the first unit's output again, as LR-ASPP's head reads an early feature
+        def __init__(self, d=32, n=6):
+            super().__init__()
+            self.stem = nn.Linear(16, d)
+            self.units = nn.ModuleList([nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, d)) for _ in range(n)])
+            self.head, self.low = nn.Linear(d, 10), nn.Linear(d, 10)
+
+        def forward(self, x):
+            x = self.stem(x)
+            early = None
+            for i, u in enumerate(self.units):
+                x = x + u(x)
+                early = x if i == 0 else early
+            return self.head(x) + self.low(early)
+
     torch.manual_seed(0)
     img = (2, 3, 32, 32)
     return [("glue_mlp", GlueMLP(), (32, 64)),
@@ -74,7 +91,8 @@ def models():
                                       num_classes=10), img),
             ("regnet", torchvision.models.regnet_x_400mf(num_classes=10), img),
             ("mobilenet_v2", torchvision.models.mobilenet_v2(num_classes=10, width_mult=0.25), img),
-            ("vgg_stack", Stack(), (2, 3, 16, 16))]
+            ("vgg_stack", Stack(), (2, 3, 16, 16)),
+            ("long_skip", LongSkip(), (8, 16))]
 
 
 def peak(path, policy):
@@ -85,8 +103,8 @@ def peak(path, policy):
     return int(m.group(1)), p.stdout
 
 
-def train(path, policy, d):
-    p = run([CKPTC, path, f"--checkpoint={policy}", "-o", d])
+def train(path, policy, d, extra=()):
+    p = run([CKPTC, path, f"--checkpoint={policy}", *extra, "-o", d])
     if p.returncode == 0:
         p = run(["make", "-s", "-C", d])
     if p.returncode == 0:
@@ -123,6 +141,10 @@ def main():
         for pol in ["blocks", "selective"]:
             b = train(path, pol, f"{WORK}/{name}-{pol}")
             check(f"{name}: two AdamW steps under {pol} end with the bits of none",
+                  a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a))
+        if name == "long_skip":  # the head's backward reads a checkpoint before the first recompute group: it stays on the device
+            b = train(path, "blocks", f"{WORK}/{name}-offload", ["--offload"])
+            check(f"{name}: two AdamW steps under blocks --offload end with the bits of none",
                   a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a))
     failed = results.count(False)
     print(f"{len(results) - failed} passed, {failed} failed")
