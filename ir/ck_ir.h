@@ -186,6 +186,10 @@ typedef struct ck_einsum {
 bool ck_einsum_parse(const char *eq, int n_terms, ck_einsum *e, char *err, size_t errlen);
 int64_t ck_einsum_dim(const ck_einsum *e, const ck_value *const *in, char c);
 
+/* Sets output k of n (when present) to dtype dt and shape dims[0..rank): what shape inference
+ * writes (infer.c, and the ops with files of their own: einsum.c, resize.c, convt.c). */
+void ck_node_set_out(ck_node *n, int k, ck_dtype dt, int rank, const int64_t *dims);
+
 /* Resize (ir/resize.c): the geometry of a Resize node that ckptc accepts, and per output position
  * of an axis the input indices it reads; passes/lower.c turns it into Gathers. */
 typedef struct ck_resize {

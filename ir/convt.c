@@ -73,10 +73,8 @@ ck_status ck_infer_conv_transpose(ck_node *n, ck_diag *d) {
     ck_convt g;
     ck_status st = ck_convt_geometry(n, &g, d);
     if (st) return st;
-    ck_value *y = n->out[0];
-    y->dtype = n->in[0]->dtype;
-    y->rank = n->in[0]->rank;
-    y->dims[0] = n->in[0]->dims[0], y->dims[1] = g.out_ch;
-    memcpy(y->dims + 2, g.out, sizeof(int64_t) * (size_t)g.ns);
+    int64_t dims[CK_MAX_RANK] = {n->in[0]->dims[0], g.out_ch};
+    memcpy(dims + 2, g.out, sizeof(int64_t) * (size_t)g.ns);
+    ck_node_set_out(n, 0, n->in[0]->dtype, n->in[0]->rank, dims);
     return CK_OK;
 }

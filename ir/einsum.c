@@ -131,9 +131,6 @@ ck_status ck_infer_einsum(ck_node *n, ck_diag *d) {
         }
     int64_t dims[CK_MAX_RANK];
     for (int i = 0; i < e.n_out; i++) dims[i] = ck_einsum_dim(&e, (const ck_value *const *)n->in, e.out[i]);
-    ck_value *y = n->out[0];
-    y->dtype = n->in[0]->dtype;
-    y->rank = e.n_out;
-    memcpy(y->dims, dims, sizeof(int64_t) * (size_t)e.n_out);
+    ck_node_set_out(n, 0, n->in[0]->dtype, e.n_out, dims);
     return CK_OK;
 }

@@ -35,13 +35,15 @@ static const char *in_desc(const ck_node *n, int i, char *buf, size_t len) {
     return buf;
 }
 
-static void set_out(ck_node *n, int k, ck_dtype dt, int rank, const int64_t *dims) {
+void ck_node_set_out(ck_node *n, int k, ck_dtype dt, int rank, const int64_t *dims) {
     ck_value *o = n->out[k];
     if (!o) return;
     o->dtype = dt;
     o->rank = rank;
     for (int i = 0; i < rank; i++) o->dims[i] = dims[i];
 }
+
+#define set_out ck_node_set_out
 
 static void copy_out(ck_node *n, int k, const ck_value *like) { set_out(n, k, like->dtype, like->rank, like->dims); }
 

@@ -167,9 +167,6 @@ ck_status ck_infer_resize(ck_node *n, ck_diag *d) {
     ck_resize r;
     ck_status st = ck_resize_geometry(n, &r, d);
     if (st) return st;
-    ck_value *y = n->out[0];
-    y->dtype = n->in[0]->dtype;
-    y->rank = r.rank;
-    memcpy(y->dims, r.out, sizeof(int64_t) * (size_t)r.rank);
+    ck_node_set_out(n, 0, n->in[0]->dtype, r.rank, r.out);
     return CK_OK;
 }
