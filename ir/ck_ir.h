@@ -202,8 +202,6 @@ ck_status ck_resize_geometry(ck_node *n, ck_resize *r, ck_diag *d);
 /* Output position i of axis a (input length in) reads input index i0, or with linear mode
  * (1 - w1) x[i0] + w1 x[i1]; returns whether it needs the second tap. */
 bool ck_resize_taps(const ck_resize *r, int a, int64_t in, int64_t i, int64_t *i0, int64_t *i1, float *w1);
-/* Whether axis a is left as it is (every output position reads its own index). */
-bool ck_resize_identity(const ck_resize *r, int a, int64_t in);
 
 /* ConvTranspose (ir/convt.c): its geometry per spatial axis, pads resolved (output_shape,
  * auto_pad); passes/lower.c runs it as a Conv of the zero-dilated input with flipped weights. */

@@ -153,16 +153,6 @@ bool ck_resize_taps(const ck_resize *r, int a, int64_t in, int64_t i, int64_t *i
     return *i0 != *i1 && *w1 != 0.0f;
 }
 
-bool ck_resize_identity(const ck_resize *r, int a, int64_t in) {
-    if (r->out[a] != in) return false;
-    for (int64_t i = 0; i < in; i++) {
-        int64_t i0, i1;
-        float w1;
-        if (ck_resize_taps(r, a, in, i, &i0, &i1, &w1) || i0 != i) return false;
-    }
-    return true;
-}
-
 ck_status ck_infer_resize(ck_node *n, ck_diag *d) {
     ck_resize r;
     ck_status st = ck_resize_geometry(n, &r, d);

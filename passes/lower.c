@@ -65,13 +65,20 @@ void ck_lower_set_int(ck_lower *L, ck_node *n, const char *name, int64_t v) {
     ck_node_add_attr(L->g, n, (ck_attr){.name = name, .kind = CK_ATTR_INT, .i = v});
 }
 
+/* A constant of dtype dt and shape dims[0..rank) holding the bytes at v (zeros when v is NULL), its
+ * data in the graph's arena: every constant the lowering makes. */
+static ck_value *const_of(ck_lower *L, const char *name, ck_dtype dt, int rank, const int64_t *dims, const void *v) {
+    ck_value *c = ck_graph_add_value(L->g, name, dt, rank, dims, CK_ROLE_CONST);
+    size_t bytes = ck_value_bytes(c);
+    c->data = ck_arena_alloc(L->g->arena, bytes + sizeof(int64_t)); /* never 0 bytes */
+    CK_ASSERT(c->data);
+    if (v) memcpy(c->data, v, bytes);
+    return c;
+}
+
 ck_value *ck_lower_shape_const(ck_lower *L, int rank, const int64_t *dims) {
     int64_t k = rank;
-    ck_value *c = ck_graph_add_value(L->g, "shape", CK_I64, 1, &k, CK_ROLE_CONST);
-    c->data = ck_arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(rank + 1));
-    CK_ASSERT(c->data);
-    memcpy(c->data, dims, sizeof(int64_t) * (size_t)rank);
-    return c;
+    return const_of(L, "shape", CK_I64, 1, &k, dims);
 }
 
 ck_status ck_lower_adopt_output(ck_lower *L, ck_node *n, ck_value *v, ck_diag *d) {
@@ -321,11 +328,8 @@ static bool lower_reduce_norm(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st
 
 /* A 1-D float constant of n ones. */
 static ck_value *ones_const(ck_lower *L, int64_t n) {
-    ck_value *c = ck_graph_add_value(L->g, "ones", CK_F32, 1, &n, CK_ROLE_CONST);
-    float *f = ck_arena_alloc(L->g->arena, sizeof(float) * (size_t)(n + 1));
-    CK_ASSERT(f);
-    for (int64_t i = 0; i < n; i++) f[i] = 1.0f;
-    c->data = f;
+    ck_value *c = const_of(L, "ones", CK_F32, 1, &n, NULL);
+    for (int64_t i = 0; i < n; i++) ((float *)c->data)[i] = 1.0f;
     return c;
 }
 
@@ -364,29 +368,9 @@ static bool lower_instance_norm(ck_lower *L, ck_node *n, ck_diag *d, ck_status *
 
 /* ---------------------------------------------------------------- Resize */
 
-/* A float constant of dims (rank) holding v. */
-static ck_value *f32_const(ck_lower *L, const char *name, int rank, const int64_t *dims, const float *v, int64_t n) {
-    ck_value *c = ck_graph_add_value(L->g, name, CK_F32, rank, dims, CK_ROLE_CONST);
-    float *f = ck_arena_alloc(L->g->arena, sizeof(float) * (size_t)(n + 1));
-    CK_ASSERT(f);
-    memcpy(f, v, sizeof(float) * (size_t)n);
-    c->data = f;
-    return c;
-}
-
-/* A 1-D int64 constant holding v[0..n). */
-static ck_value *i64_const(ck_lower *L, const char *name, int64_t n, const int64_t *v) {
-    ck_value *c = ck_graph_add_value(L->g, name, CK_I64, 1, &n, CK_ROLE_CONST);
-    int64_t *a = ck_arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(n + 1));
-    CK_ASSERT(a);
-    memcpy(a, v, sizeof(int64_t) * (size_t)n);
-    c->data = a;
-    return c;
-}
-
 /* Gather(x, idx[0..n), axis) with the indices a constant, inferred; NULL on an error (in d). */
 static ck_node *gather_axis(ck_lower *L, const char *name, ck_value *x, int axis, const int64_t *idx, int64_t n, ck_diag *d) {
-    ck_node *g = emit(L, CK_OP_GATHER, name, 2, (ck_value *[]){x, i64_const(L, "indices", n, idx)});
+    ck_node *g = emit(L, CK_OP_GATHER, name, 2, (ck_value *[]){x, const_of(L, "indices", CK_I64, 1, &n, idx)});
     set_int(L, g, "axis", axis);
     return ck_infer_node(g, d) ? NULL : g;
 }
@@ -405,7 +389,7 @@ static bool lower_resize(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
     for (int pass = 0; pass < 2; pass++)
         for (int a = 0; a < r.rank; a++) {
             int64_t in = x->dims[a], out = r.out[a];
-            if ((pass == 0) != (out < in) || ck_resize_identity(&r, a, in)) continue;
+            if ((pass == 0) != (out < in)) continue;
             int64_t *i0 = malloc(sizeof(int64_t) * (size_t)(out + 1)), *i1 = malloc(sizeof(int64_t) * (size_t)(out + 1));
             float *w0 = malloc(sizeof(float) * (size_t)(out + 1)), *w1 = malloc(sizeof(float) * (size_t)(out + 1));
             if (!i0 || !i1 || !w0 || !w1) {
@@ -419,6 +403,12 @@ static bool lower_resize(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
                 else i1[i] = i0[i], w1[i] = 0.0f;
                 w0[i] = 1.0f - w1[i];
             }
+            bool same = out == in && !two; /* every position reads its own index: the axis stays */
+            for (int64_t i = 0; same && i < out; i++) same = i0[i] == i;
+            if (same) {
+                free(i0), free(i1), free(w0), free(w1);
+                continue;
+            }
             snprintf(nm, sizeof nm, "%s/axis%d", n->name, a);
             ck_node *g0 = gather_axis(L, nm, y, a, i0, out, d), *g1 = two && g0 ? gather_axis(L, nm, y, a, i1, out, d) : NULL;
             if (g0 && two && g1) { /* (1 - w) g0 + w g1, the weights (out, 1, ...) along axis a */
@@ -426,8 +416,8 @@ static bool lower_resize(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
                 int wr = r.rank - a;
                 wd[0] = out;
                 for (int k = 1; k < wr; k++) wd[k] = 1;
-                ck_node *m0 = emit(L, CK_OP_MUL, nm, 2, (ck_value *[]){g0->out[0], f32_const(L, "resize_w0", wr, wd, w0, out)});
-                ck_node *m1 = emit(L, CK_OP_MUL, nm, 2, (ck_value *[]){g1->out[0], f32_const(L, "resize_w1", wr, wd, w1, out)});
+                ck_node *m0 = emit(L, CK_OP_MUL, nm, 2, (ck_value *[]){g0->out[0], const_of(L, "resize_w0", CK_F32, wr, wd, w0)});
+                ck_node *m1 = emit(L, CK_OP_MUL, nm, 2, (ck_value *[]){g1->out[0], const_of(L, "resize_w1", CK_F32, wr, wd, w1)});
                 last = ck_infer_node(m0, d) || ck_infer_node(m1, d) ? NULL : emit(L, CK_OP_ADD, nm, 2, (ck_value *[]){m0->out[0], m1->out[0]});
                 if (last && ck_infer_node(last, d)) last = NULL;
             } else
@@ -452,7 +442,7 @@ static void set_ints(ck_lower *L, ck_node *n, const char *name, int cnt, const i
 
 /* Pad(x, begin[0..rank) ++ end[0..rank)) with zeros (negative amounts crop), inferred; NULL on an error. */
 static ck_value *pad_zeros(ck_lower *L, const char *name, ck_value *x, const int64_t *pads, ck_diag *d) {
-    ck_node *p = emit(L, CK_OP_PAD, name, 2, (ck_value *[]){x, i64_const(L, "pads", 2 * x->rank, pads)});
+    ck_node *p = emit(L, CK_OP_PAD, name, 2, (ck_value *[]){x, const_of(L, "pads", CK_I64, 1, (int64_t[]){2 * x->rank}, pads)});
     return ck_infer_node(p, d) ? NULL : p->out[0];
 }
 
@@ -503,11 +493,11 @@ static bool lower_conv_transpose(ck_lower *L, ck_node *n, ck_diag *d, ck_status 
     ck_value *wf = w;
     for (int i = 0; i < ns; i++) {
         if (g.k[i] < 2) continue;
-        int64_t rev[64], *idx = g.k[i] <= 64 ? rev : malloc(sizeof(int64_t) * (size_t)g.k[i]);
+        int64_t *idx = malloc(sizeof(int64_t) * (size_t)g.k[i]);
         CK_ASSERT(idx);
         for (int64_t t = 0; t < g.k[i]; t++) idx[t] = g.k[i] - 1 - t;
         ck_node *fl = gather_axis(L, nm, wf, 2 + i, idx, g.k[i], d);
-        if (idx != rev) free(idx);
+        free(idx);
         if (!fl) return *st = CK_ERR_SHAPE, true;
         wf = fl->out[0];
     }
