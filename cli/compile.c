@@ -107,7 +107,7 @@ static void print_fused(const ck_graph *g, bool explain) {
                (long long)over);
 }
 
-static void print_plan(const ck_graph *g, bool explain) {
+static void print_plan(const ck_graph *g, const ck_options *o, bool explain) {
     const ck_mem_plan *p = &g->plan;
     printf("planned peak %lld bytes (device); host pool %lld bytes\n", (long long)p->arena_bytes, (long long)p->host_bytes);
     for (int k = 0; k < CK_MEM_COUNT; k++)
@@ -135,9 +135,9 @@ static void print_plan(const ck_graph *g, bool explain) {
                : pn->phase == CK_PHASE_FORWARD ? "forward" : pn->phase == CK_PHASE_BACKWARD ? "backward" : "update");
     }
     if (g->recompute_flops || g->n_segments || g->n_selective) {
-        int64_t fwd = ck_forward_flops(g), step = 0; /* step: every node's FLOPs but the recompute's */
-        for (int i = 0; i < g->n_nodes; i++)
-            if (!g->nodes[i]->recompute_of) step += ck_node_flops(g->nodes[i]);
+        int64_t fwd = ck_forward_flops(g), fl[CK_STEP_FLOPS];
+        ck_step_flops(g, o, fl);
+        int64_t step = fl[0] + fl[1] + fl[3]; /* the step without its recompute, as the trainer's report counts it */
         printf("recompute: %lld FLOPs per step (%.1f%% of the forward's %lld; the step's FLOPs %.2fx those without it): %d "
                "segments, %d activations op-level\n",
                (long long)g->recompute_flops, fwd ? 100.0 * (double)g->recompute_flops / (double)fwd : 0.0, (long long)fwd,
@@ -209,7 +209,7 @@ ck_status ck_compile(const char *path, const ck_load_options *lo, const ck_optio
     if (!st) st = ck_plan_search(&g, o, ck_codegen_check, &notes, d);
     for (int i = 0; i < notes.n; i++) printf("%s\n", notes.msg[i]);
     if (!st && co->explain) explain(g);
-    if (!st && co->plan_only) print_plan(g, co->explain);
+    if (!st && co->plan_only) print_plan(g, o, co->explain);
     else if (!st) st = ck_codegen(g, o, co, d);
     if (!st && !co->plan_only) print_summary(g, co);
     ck_diag_clear(&notes);

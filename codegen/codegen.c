@@ -231,13 +231,8 @@ static char *report_members(const ck_graph *g, const ck_options *o) {
             (long long)p->bytes[CK_MEM_WORKSPACE]);
     fprintf(f, "  \"host_offload_peak_bytes\": %lld,\n  \"offload_bytes_per_step\": %lld,\n", (long long)p->host_bytes,
             (long long)p->offload_bytes);
-    int64_t fl[4] = {0}; /* forward, backward, recompute, update */
-    for (int i = 0; i < g->n_nodes; i++) {
-        const ck_node *n = g->nodes[i];
-        if (ck_node_is_view(n, o)) continue;
-        int k = n->recompute_of ? 2 : n->phase == CK_PHASE_FORWARD ? 0 : n->phase == CK_PHASE_BACKWARD ? 1 : 3;
-        fl[k] += ck_node_flops(n);
-    }
+    int64_t fl[CK_STEP_FLOPS]; /* forward, backward, recompute, update */
+    ck_step_flops(g, o, fl);
     fprintf(f, "  \"forward_flops\": %lld,\n  \"backward_flops\": %lld,\n  \"recompute_flops\": %lld,\n  \"update_flops\": %lld,\n",
             (long long)fl[0], (long long)fl[1], (long long)fl[2], (long long)fl[3]);
     fprintf(f, "  \"segments\": [");

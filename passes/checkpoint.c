@@ -679,6 +679,16 @@ int64_t ck_forward_flops(const ck_graph *g) {
     return f;
 }
 
+void ck_step_flops(const ck_graph *g, const ck_options *o, int64_t fl[CK_STEP_FLOPS]) {
+    for (int k = 0; k < CK_STEP_FLOPS; k++) fl[k] = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ck_node *n = g->nodes[i];
+        if (ck_node_is_view(n, o)) continue;
+        int k = n->recompute_of ? 2 : n->phase == CK_PHASE_FORWARD ? 0 : n->phase == CK_PHASE_BACKWARD ? 1 : 3;
+        fl[k] += ck_node_flops(n);
+    }
+}
+
 /* Sums the FLOPs of every recompute clone into g->recompute_flops. */
 static void count_recompute(ck_graph *g) {
     g->recompute_flops = 0;

@@ -157,6 +157,10 @@ void ck_checkpoint_candidates_free(ck_ckpt_candidates *c);
 /* The FLOPs of g's forward nodes (recompute clones not counted): what --max-recompute and the
  * reports' percentages are fractions of. */
 int64_t ck_forward_flops(const ck_graph *g);
+/* The step's FLOPs by kind, the nodes that run (views cost nothing): forward, backward, recompute,
+ * update (the trainer's report, and --plan-only's ratio of the step with and without recompute). */
+enum { CK_STEP_FLOPS = 4 };
+void ck_step_flops(const ck_graph *g, const ck_options *o, int64_t fl[CK_STEP_FLOPS]);
 /* The clone of forward node n reading in[] (checkpoint.c): same attributes, Dropout's RNG key,
  * BatchNormalization as ckptc.BatchNormApply; phase backward, recompute_of set; not placed (the
  * caller lays it out). */
