@@ -94,6 +94,14 @@ ck_status ck_lower_adopt_output(ck_lower *L, ck_node *n, ck_value *v, ck_diag *d
     return CK_OK;
 }
 
+/* An INTS attribute holding v[0..cnt) (copied into the graph arena). */
+static void set_ints(ck_lower *L, ck_node *n, const char *name, int cnt, const int64_t *v) {
+    int64_t *a = ck_arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(cnt + 1));
+    CK_ASSERT(a);
+    memcpy(a, v, sizeof(int64_t) * (size_t)cnt);
+    ck_node_add_attr(L->g, n, (ck_attr){.name = name, .kind = CK_ATTR_INTS, .n = cnt, .ints = a});
+}
+
 ck_value *ck_lower_reshape(ck_lower *L, const char *name, ck_value *x, int rank, const int64_t *dims, ck_diag *d) {
     ck_node *r = emit(L, CK_OP_RESHAPE, name, 2, (ck_value *[]){x, ck_lower_shape_const(L, rank, dims)});
     return ck_infer_node(r, d) ? NULL : r->out[0];
@@ -191,10 +199,9 @@ static ck_value *transpose(ck_lower *L, const char *name, ck_value *x, const int
     for (int i = 0; i < x->rank; i++) identity &= perm[i] == i;
     if (identity) return x;
     ck_node *t = emit(L, CK_OP_TRANSPOSE, name, 1, &x);
-    int64_t *p = ck_arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(x->rank + 1));
-    CK_ASSERT(p);
+    int64_t p[CK_MAX_RANK];
     for (int i = 0; i < x->rank; i++) p[i] = perm[i];
-    ck_node_add_attr(L->g, t, (ck_attr){.name = "perm", .kind = CK_ATTR_INTS, .n = x->rank, .ints = p});
+    set_ints(L, t, "perm", x->rank, p);
     return ck_infer_node(t, d) ? NULL : t->out[0];
 }
 
@@ -433,12 +440,6 @@ static bool lower_resize(ck_lower *L, ck_node *n, ck_diag *d, ck_status *st) {
 
 /* ---------------------------------------------------------------- ConvTranspose */
 
-static void set_ints(ck_lower *L, ck_node *n, const char *name, int cnt, const int64_t *v) {
-    int64_t *a = ck_arena_alloc(L->g->arena, sizeof(int64_t) * (size_t)(cnt + 1));
-    CK_ASSERT(a);
-    memcpy(a, v, sizeof(int64_t) * (size_t)cnt);
-    ck_node_add_attr(L->g, n, (ck_attr){.name = name, .kind = CK_ATTR_INTS, .n = cnt, .ints = a});
-}
 
 /* Pad(x, begin[0..rank) ++ end[0..rank)) with zeros (negative amounts crop), inferred; NULL on an error. */
 static ck_value *pad_zeros(ck_lower *L, const char *name, ck_value *x, const int64_t *pads, ck_diag *d) {
@@ -501,21 +502,18 @@ static bool lower_conv_transpose(ck_lower *L, ck_node *n, ck_diag *d, ck_status 
         if (!fl) return *st = CK_ERR_SHAPE, true;
         wf = fl->out[0];
     }
-    int64_t cg = w->dims[0] / g.group, mg = w->dims[1], dims[CK_MAX_RANK + 1], perm[CK_MAX_RANK + 1];
+    /* (g, C_in/g, C_out/g, k...) when grouped (ns <= 3: rank r + 1 <= 6), the group axis staying first */
+    int64_t cg = w->dims[0] / g.group, mg = w->dims[1], dims[CK_MAX_RANK];
     dims[0] = g.group, dims[1] = cg, dims[2] = mg;
     for (int i = 0; i < ns; i++) dims[3 + i] = g.k[i];
     bool grouped = g.group > 1;
-    if (grouped && r + 1 > CK_MAX_RANK) return *st = ck_node_err(d, n, CK_ERR_UNSUPPORTED, "grouped ConvTranspose of rank %d", r), true;
-    int o = grouped ? 1 : 0; /* the group axis, when there is one, stays first */
+    int o = grouped ? 1 : 0, perm[CK_MAX_RANK];
     perm[0] = 0, perm[o] = o + 1, perm[o + 1] = o;
     for (int i = 0; i < ns; i++) perm[o + 2 + i] = o + 2 + i;
     snprintf(nm, sizeof nm, "%s/weight", n->name);
     ck_value *wg = grouped ? reshape(L, nm, wf, r + 1, dims, d) : wf;
-    if (!wg) return *st = CK_ERR_SHAPE, true;
-    ck_node *tr = emit(L, CK_OP_TRANSPOSE, nm, 1, &wg);
-    set_ints(L, tr, "perm", r + o, perm);
-    if ((*st = ck_infer_node(tr, d))) return true;
-    ck_value *wt = tr->out[0];
+    ck_value *wt = wg ? transpose(L, nm, wg, perm, d) : NULL;
+    if (!wt) return *st = CK_ERR_SHAPE, true;
     if (grouped) {
         int64_t wd[CK_MAX_RANK];
         wd[0] = g.out_ch, wd[1] = cg;
